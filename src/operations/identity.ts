@@ -1,0 +1,118 @@
+import type { AgentRole, AgentState, TeamConfig } from "../state/schemas.ts";
+import type { TeamsContext } from "./context.ts";
+import { CallerError } from "./result.ts";
+
+/** Who is calling, as established from the caller's OpenCode session, never from an id argument. */
+export interface Caller {
+  agentId: string;
+  role: AgentRole;
+  isLeader: boolean;
+}
+
+export async function loadTeam(ctx: TeamsContext, teamName: string): Promise<TeamConfig> {
+  const team = await ctx.store.readTeam(teamName);
+  if (team.kind === "ok") return team.value;
+  if (team.kind === "corrupt") {
+    throw new CallerError(
+      `Team '${teamName}' cannot be read: ${team.warning}. Recreate it with create-team.`,
+    );
+  }
+  throw new CallerError(`Team '${teamName}' does not exist`);
+}
+
+/** Pick the live record when a session was handed from one agent record to another (resume keeps the session). */
+function preferLive(a: AgentState, b: AgentState): AgentState {
+  const aLive = a.status !== "terminated";
+  const bLive = b.status !== "terminated";
+  if (aLive !== bLive) return aLive ? a : b;
+  return a.createdAt >= b.createdAt ? a : b;
+}
+
+export async function findTeamAgentBySession(
+  ctx: TeamsContext,
+  teamName: string,
+  sessionId: string,
+): Promise<AgentState | undefined> {
+  const { items } = await ctx.store.listAgentViews(teamName);
+  let found: AgentState | undefined;
+  for (const { state } of items) {
+    if (state.sessionId !== sessionId) continue;
+    found = found ? preferLive(found, state) : state;
+  }
+  return found;
+}
+
+/** The caller's membership in `team`, or undefined when its session belongs to no agent of the team. */
+export async function resolveCaller(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  sessionId: string,
+): Promise<Caller | undefined> {
+  if (team.leaderSessionId === sessionId) return { agentId: team.leader, role: "leader", isLeader: true };
+  const agent = await findTeamAgentBySession(ctx, team.name, sessionId);
+  if (!agent || agent.status === "terminated") return undefined;
+  return { agentId: agent.agentId, role: agent.role, isLeader: agent.role === "leader" };
+}
+
+export async function requireMember(ctx: TeamsContext, team: TeamConfig, sessionId: string): Promise<Caller> {
+  const caller = await resolveCaller(ctx, team, sessionId);
+  if (!caller) {
+    throw new CallerError(
+      `This session is not a member of team '${team.name}'. Only the team's leader and its agents may do this.`,
+    );
+  }
+  return caller;
+}
+
+export async function requireLeader(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  sessionId: string,
+  message: string,
+): Promise<Caller> {
+  const caller = await resolveCaller(ctx, team, sessionId);
+  if (!caller?.isLeader) throw new CallerError(message);
+  return caller;
+}
+
+/** Project-wide `sessionID -> agent` lookup for the event monitor, rebuilt from the agent files when it misses. */
+export class SessionIndex {
+  private bySession = new Map<string, AgentState>();
+  private builtAt = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly ctx: TeamsContext,
+    private readonly minRebuildMs = 1_000,
+  ) {}
+
+  invalidate(): void {
+    this.builtAt = Number.NEGATIVE_INFINITY;
+  }
+
+  async rebuild(): Promise<void> {
+    const next = new Map<string, AgentState>();
+    for (const teamName of await this.ctx.store.listTeamNames()) {
+      const { items } = await this.ctx.store.listAgentViews(teamName);
+      for (const { state } of items) {
+        const existing = next.get(state.sessionId);
+        next.set(state.sessionId, existing ? preferLive(existing, state) : state);
+      }
+    }
+    this.bySession = next;
+    this.builtAt = this.ctx.clock.now();
+  }
+
+  /** Team and agent id for a session; a miss rebuilds (at most once per `minRebuildMs`) since another process may have spawned it. */
+  async lookup(sessionId: string): Promise<{ teamName: string; agentId: string } | undefined> {
+    let hit = this.bySession.get(sessionId);
+    if (!hit && this.ctx.clock.now() - this.builtAt >= this.minRebuildMs) {
+      await this.rebuild();
+      hit = this.bySession.get(sessionId);
+    }
+    return hit ? { teamName: hit.teamName, agentId: hit.agentId } : undefined;
+  }
+
+  sessionIds(): string[] {
+    return [...this.bySession.keys()];
+  }
+}

@@ -1,0 +1,34 @@
+import { z } from "zod";
+
+/** Plugin options (the second element of a `"plugin": [["…", { … }]]` entry). Defaults are the seeds' timings. */
+export const TeamsOptionsSchema = z.object({
+  /** A heartbeat older than this counts a miss. */
+  staleThresholdMs: z.number().int().positive().default(60_000),
+  /** How often the stale sweep runs. */
+  sweepIntervalMs: z.number().int().positive().default(15_000),
+  /** Consecutive misses before an agent is declared inactive. */
+  graceMisses: z.number().int().positive().default(2),
+  /** A session reported busy with no event for longer than this is stale all the same. */
+  busyCapMs: z
+    .number()
+    .int()
+    .positive()
+    .default(10 * 60_000),
+  /** At most one heartbeat write per agent per this interval from OpenCode events. */
+  eventCoalesceMs: z.number().int().min(0).default(5_000),
+  /** Maximum entries kept in a team's agent-history.json. */
+  historyMaxEntries: z.number().int().positive().default(50),
+  /** How long a graceful kill waits for the agent to confirm before forcing. */
+  shutdownTimeoutMs: z.number().int().positive().default(30_000),
+  /** How long ensureRunning waits for a fresh `opencode serve` to answer its health check. */
+  serverStartTimeoutMs: z.number().int().positive().default(30_000),
+  /** tmux socket name (`tmux -L`); unset means the user's default server. */
+  tmuxSocket: z.string().min(1).optional(),
+  /** Turn the background monitor and sweep off (the CLI and tests that drive them by hand). */
+  background: z.boolean().default(true),
+});
+export type TeamsOptions = z.infer<typeof TeamsOptionsSchema>;
+
+export function parseOptions(raw: unknown): TeamsOptions {
+  return TeamsOptionsSchema.parse(raw ?? {});
+}

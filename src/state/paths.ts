@@ -1,0 +1,100 @@
+import { createHash } from "node:crypto";
+import path from "node:path";
+import { validate as isUuid, version as uuidVersion } from "uuid";
+import { TEAM_NAME_PATTERN } from "./schemas.ts";
+
+/** A caller-supplied value that cannot become part of a path. Turned into `{ success: false, error }` at the tool boundary. */
+export class InvalidNameError extends Error {
+  override name = "InvalidNameError";
+}
+
+/** Echo a hostile value back without control characters or unbounded length. */
+export function describeValue(value: string): string {
+  const shown = value.length > 40 ? `${value.slice(0, 40)}…` : value;
+  return JSON.stringify(shown);
+}
+
+export function assertTeamName(teamName: string): void {
+  if (!TEAM_NAME_PATTERN.test(teamName)) {
+    throw new InvalidNameError(
+      `Invalid team name ${describeValue(teamName)}: use 1-64 letters, digits, '-' or '_', starting with a letter or digit.`,
+    );
+  }
+}
+
+export function isAgentId(value: string): boolean {
+  return isUuid(value) && uuidVersion(value) === 4;
+}
+
+export function assertAgentId(agentId: string): void {
+  if (!isAgentId(agentId)) {
+    throw new InvalidNameError(
+      `Invalid agent id ${describeValue(agentId)}: agent ids are UUID v4 values as returned by spawn-agent or create-team.`,
+    );
+  }
+}
+
+export const DEFAULT_STORAGE_SUBDIR = path.join(".opencode", "opencode-teams");
+
+/** `OPENCODE_TEAMS_DIR` wins; otherwise the storage lives inside the project root the plugin was given. */
+export function resolveStorageRoot(projectRoot: string, env: NodeJS.ProcessEnv = process.env): string {
+  const override = env.OPENCODE_TEAMS_DIR;
+  if (override && override.trim() !== "") return path.resolve(projectRoot, override);
+  return path.join(projectRoot, DEFAULT_STORAGE_SUBDIR);
+}
+
+export function projectHash(projectRoot: string): string {
+  return createHash("sha256").update(path.resolve(projectRoot)).digest("hex").slice(0, 16);
+}
+
+/** Every path the plugin writes, in one place, so the layout in specs/storage.md has one source. */
+export class StoragePaths {
+  constructor(readonly root: string) {}
+
+  get teamsDir(): string {
+    return path.join(this.root, "teams");
+  }
+  get colorPool(): string {
+    return path.join(this.root, "color-pool.json");
+  }
+  get gitignore(): string {
+    return path.join(this.root, ".gitignore");
+  }
+  teamDir(teamName: string): string {
+    assertTeamName(teamName);
+    return path.join(this.teamsDir, teamName);
+  }
+  teamConfig(teamName: string): string {
+    return path.join(this.teamDir(teamName), "config.json");
+  }
+  agentsDir(teamName: string): string {
+    return path.join(this.teamDir(teamName), "agents");
+  }
+  agentState(teamName: string, agentId: string): string {
+    assertAgentId(agentId);
+    return path.join(this.agentsDir(teamName), `${agentId}.json`);
+  }
+  heartbeatSlot(teamName: string, agentId: string): string {
+    assertAgentId(agentId);
+    return path.join(this.agentsDir(teamName), `${agentId}.hb`);
+  }
+  tasks(teamName: string): string {
+    return path.join(this.teamDir(teamName), "tasks.json");
+  }
+  inboxDir(teamName: string, agentId: string): string {
+    assertAgentId(agentId);
+    return path.join(this.teamDir(teamName), "inbox", agentId);
+  }
+  history(teamName: string): string {
+    return path.join(this.teamDir(teamName), "agent-history.json");
+  }
+  serverDir(projectRoot: string): string {
+    return path.join(this.root, "servers", projectHash(projectRoot));
+  }
+  serverInfo(projectRoot: string): string {
+    return path.join(this.serverDir(projectRoot), "server.json");
+  }
+  serverLog(projectRoot: string): string {
+    return path.join(this.serverDir(projectRoot), "server.log");
+  }
+}

@@ -1,0 +1,225 @@
+import { z } from "zod";
+
+/** Every file we write carries this, so a later format change can migrate instead of guessing. */
+export const SCHEMA_VERSION = 1;
+const version = z.literal(SCHEMA_VERSION);
+const isoDate = z.string().datetime({ offset: true });
+
+export const TEAM_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+export const AgentRoleSchema = z.enum(["leader", "worker", "reviewer"]);
+export type AgentRole = z.infer<typeof AgentRoleSchema>;
+
+export const AgentStatusSchema = z.enum([
+  "spawning",
+  "active",
+  "idle",
+  "inactive",
+  "shutting_down",
+  "terminated",
+]);
+export type AgentStatus = z.infer<typeof AgentStatusSchema>;
+
+/** Where the last sign of life came from; shown to humans and kept for debugging false verdicts. */
+export const HeartbeatSourceSchema = z.enum([
+  "tool",
+  "spawn",
+  "sdk_session_idle",
+  "sdk_session_updated",
+  "sdk_session_status",
+  "sdk_message",
+  "sdk_tool_execute",
+  "sweep_busy_check",
+  "resume",
+]);
+export type HeartbeatSource = z.infer<typeof HeartbeatSourceSchema>;
+
+export const TeamMemberSchema = z.object({
+  agentId: z.string(),
+  name: z.string(),
+  role: AgentRoleSchema,
+  joinedAt: isoDate,
+});
+export type TeamMember = z.infer<typeof TeamMemberSchema>;
+
+export const TeamConfigSchema = z.object({
+  version,
+  name: z.string().regex(TEAM_NAME_PATTERN),
+  description: z.string().optional(),
+  createdAt: isoDate,
+  leader: z.string(),
+  leaderSessionId: z.string(),
+  defaultModel: z.string().optional(),
+  /** Keep an agent's pane open after it completes, so a human can read it. */
+  keepPanes: z.boolean().default(false),
+  members: z.array(TeamMemberSchema),
+});
+export type TeamConfig = z.infer<typeof TeamConfigSchema>;
+
+/** Where an agent's pane lives; recorded so kill/resume target the right tmux server and window. */
+export const TmuxPlacementSchema = z.object({
+  socket: z.string().optional(),
+  session: z.string(),
+  window: z.string(),
+});
+export type TmuxPlacement = z.infer<typeof TmuxPlacementSchema>;
+
+export const AgentStateSchema = z.object({
+  version,
+  agentId: z.string(),
+  name: z.string(),
+  teamName: z.string(),
+  role: AgentRoleSchema,
+  model: z.string(),
+  providerId: z.string().optional(),
+  status: AgentStatusSchema,
+  color: z.string(),
+  /** Durable copy of the last heartbeat; the heartbeat slot file may hold a newer one. */
+  heartbeatTs: isoDate,
+  heartbeatSource: HeartbeatSourceSchema.optional(),
+  sessionId: z.string(),
+  paneId: z.string().optional(),
+  tmux: TmuxPlacementSchema.optional(),
+  attachPid: z.number().int().optional(),
+  cwd: z.string(),
+  consecutiveMisses: z.number().int().min(0),
+  /** Start of the sweep interval in which the last miss was counted: two sweepers must not count one interval twice. */
+  lastMissAt: isoDate.optional(),
+  lastError: z.string().optional(),
+  sessionRotationCount: z.number().int().min(0),
+  /** Last time the OpenCode server showed any activity for the session (caps how long "busy" is believed). */
+  lastEventAt: isoDate.optional(),
+  createdAt: isoDate,
+  updatedAt: isoDate,
+  terminatedAt: isoDate.optional(),
+  statusReason: z.string().optional(),
+  prompt: z.string(),
+  headless: z.boolean().default(false),
+  timeoutMinutes: z.number().positive().optional(),
+  resumes: z.string().optional(),
+  shutdownRequestedAt: isoDate.optional(),
+  tags: z.array(z.string()).default([]),
+});
+export type AgentState = z.infer<typeof AgentStateSchema>;
+
+/** Bounded free-form progress data an agent attaches to its heartbeat. */
+export const HeartbeatMetadataSchema = z.record(z.string(), z.unknown());
+export type HeartbeatMetadata = z.infer<typeof HeartbeatMetadataSchema>;
+
+/** The frequently rewritten liveness record, kept apart from AgentState so heartbeats never rewrite it. */
+export const HeartbeatRecordSchema = z.object({
+  version,
+  heartbeatTs: isoDate,
+  source: HeartbeatSourceSchema,
+  updates: z.number().int().min(0),
+  metadata: HeartbeatMetadataSchema.optional(),
+});
+export type HeartbeatRecord = z.infer<typeof HeartbeatRecordSchema>;
+
+export const TaskStatusSchema = z.enum(["pending", "in_progress", "completed"]);
+export type TaskStatus = z.infer<typeof TaskStatusSchema>;
+
+export const TaskSchema = z.object({
+  id: z.string(),
+  title: z.string(),
+  description: z.string().optional(),
+  status: TaskStatusSchema,
+  assignee: z.string().nullable(),
+  createdBy: z.string(),
+  createdAt: isoDate,
+  updatedAt: isoDate,
+  /** Why the task last went back to pending (e.g. its owner died). */
+  reassignedReason: z.string().optional(),
+});
+export type Task = z.infer<typeof TaskSchema>;
+
+export const TaskBoardSchema = z.object({
+  version,
+  nextId: z.number().int().min(1),
+  tasks: z.array(TaskSchema),
+});
+export type TaskBoard = z.infer<typeof TaskBoardSchema>;
+
+export const InboxMessageTypeSchema = z.enum([
+  "agent_inactive",
+  "agent_completed",
+  "agent_failed",
+  "agent_timeout",
+  "shutdown_request",
+  "notice",
+]);
+
+export const InboxMessageSchema = z.object({
+  version,
+  id: z.string(),
+  teamName: z.string(),
+  to: z.string(),
+  from: z.string(),
+  type: InboxMessageTypeSchema,
+  text: z.string(),
+  createdAt: isoDate,
+  data: z.record(z.string(), z.unknown()).optional(),
+  /** Set once the text was put into the recipient's OpenCode session. */
+  deliveredAt: isoDate.optional(),
+});
+export type InboxMessage = z.infer<typeof InboxMessageSchema>;
+
+export const HistoryStatusSchema = z.enum([
+  "spawned",
+  "completed",
+  "interrupted",
+  "resumed",
+  "failed",
+  "timeout",
+]);
+export type HistoryStatus = z.infer<typeof HistoryStatusSchema>;
+
+export const HistoryEntrySchema = z.object({
+  agent_id: z.string(),
+  agent_type: z.string(),
+  name: z.string().optional(),
+  task_description: z.string(),
+  plan: z.string().optional(),
+  timestamp: isoDate,
+  status: HistoryStatusSchema,
+  completion_timestamp: isoDate.nullable(),
+  resumes: z.string().optional(),
+  resumed_by: z.string().optional(),
+  summary: z.string().optional(),
+  reason: z.string().optional(),
+});
+export type HistoryEntry = z.infer<typeof HistoryEntrySchema>;
+
+export const AgentHistorySchema = z.object({
+  version,
+  max_entries: z.number().int().min(1),
+  entries: z.array(HistoryEntrySchema),
+});
+export type AgentHistory = z.infer<typeof AgentHistorySchema>;
+
+export const ServerInfoSchema = z.object({
+  version,
+  projectPath: z.string(),
+  pid: z.number().int(),
+  port: z.number().int(),
+  hostname: z.string(),
+  startedAt: isoDate,
+  activeSessions: z.number().int().min(0),
+  logPath: z.string(),
+});
+export type ServerInfo = z.infer<typeof ServerInfoSchema>;
+
+export const ColorAssignmentSchema = z.object({
+  color: z.string(),
+  agentId: z.string(),
+  teamName: z.string(),
+  assignedAt: isoDate,
+  releasedAt: isoDate.optional(),
+});
+export type ColorAssignment = z.infer<typeof ColorAssignmentSchema>;
+
+export const ColorPoolSchema = z.object({
+  version,
+  assignments: z.array(ColorAssignmentSchema),
+});
+export type ColorPool = z.infer<typeof ColorPoolSchema>;

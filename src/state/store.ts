@@ -1,0 +1,152 @@
+import { mkdir, readdir, readFile, rename, writeFile } from "node:fs/promises";
+import path from "node:path";
+import writeFileAtomic from "write-file-atomic";
+import type { z } from "zod";
+import { type LockTiming, withFileLock } from "./lock.ts";
+
+export type ReadResult<T> =
+  | { kind: "ok"; value: T }
+  | { kind: "missing" }
+  | { kind: "corrupt"; warning: string; movedTo: string | undefined };
+
+function isNotFound(error: unknown): boolean {
+  return (error as NodeJS.ErrnoException)?.code === "ENOENT";
+}
+
+function describeProblem(error: unknown): string {
+  if (error instanceof SyntaxError) return `invalid JSON: ${error.message}`;
+  if (error && typeof error === "object" && "issues" in error && Array.isArray(error.issues)) {
+    const first = error.issues[0] as { path?: unknown[]; message?: string } | undefined;
+    const where = first?.path?.length ? first.path.join(".") : "(root)";
+    return `schema mismatch at ${where}: ${first?.message ?? "invalid"}`;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Move a damaged file aside so the next read starts clean and a human can still inspect what was there.
+ * Returns where it went (undefined when it vanished meanwhile: another process got there first).
+ */
+export async function quarantine(file: string, now: Date = new Date()): Promise<string | undefined> {
+  const stamp = now.toISOString().replace(/[:.]/g, "-");
+  const target = `${file}.corrupt-${stamp}-${process.pid}`;
+  try {
+    await rename(file, target);
+    return target;
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
+function corruptWarning(file: string, problem: string, movedTo: string | undefined): string {
+  const where = movedTo
+    ? `moved aside to ${path.basename(movedTo)}`
+    : "already moved aside by another process";
+  return `${path.basename(file)} was damaged (${problem}) and ${where}`;
+}
+
+/** Parse and validate text already read; a problem is returned, never thrown. */
+export function parseJson<S extends z.ZodType>(
+  text: string,
+  schema: S,
+): { ok: true; value: z.infer<S> } | { ok: false; problem: string } {
+  try {
+    return { ok: true, value: schema.parse(JSON.parse(text)) };
+  } catch (error) {
+    return { ok: false, problem: describeProblem(error) };
+  }
+}
+
+/** Read and validate a JSON state file. A damaged file is quarantined and reported, not thrown. */
+export async function readJson<S extends z.ZodType>(
+  file: string,
+  schema: S,
+): Promise<ReadResult<z.infer<S>>> {
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    if (isNotFound(error)) return { kind: "missing" };
+    throw error;
+  }
+  const parsed = parseJson(text, schema);
+  if (parsed.ok) return { kind: "ok", value: parsed.value };
+  const movedTo = await quarantine(file);
+  return { kind: "corrupt", warning: corruptWarning(file, parsed.problem, movedTo), movedTo };
+}
+
+/**
+ * Validate, then replace the file atomically (temp file, fsync, rename). A value that fails its schema is a bug in
+ * the caller and throws before anything touches the disk.
+ */
+export async function writeJson<S extends z.ZodType>(
+  file: string,
+  schema: S,
+  value: z.infer<S>,
+): Promise<void> {
+  const valid = schema.parse(value);
+  await mkdir(path.dirname(file), { recursive: true });
+  await writeFileAtomic(file, `${JSON.stringify(valid, null, 2)}\n`, { fsync: true });
+}
+
+/** Write a file that must not exist yet; cheaper than a replace and never clobbers. */
+export async function createJson<S extends z.ZodType>(
+  file: string,
+  schema: S,
+  value: z.infer<S>,
+): Promise<void> {
+  const valid = schema.parse(value);
+  await mkdir(path.dirname(file), { recursive: true });
+  await writeFile(file, `${JSON.stringify(valid, null, 2)}\n`, { flag: "wx" });
+}
+
+export interface UpdateOutcome<T> {
+  value: T | undefined;
+  warnings: string[];
+}
+
+/**
+ * Read-modify-write under the file's cross-process lock. `fn` sees the current value (undefined when missing or
+ * damaged) and returns the new value, or undefined to leave the file as it is.
+ */
+export async function updateJson<S extends z.ZodType>(
+  file: string,
+  schema: S,
+  fn: (current: z.infer<S> | undefined) => z.infer<S> | undefined | Promise<z.infer<S> | undefined>,
+  timing?: Partial<LockTiming>,
+): Promise<UpdateOutcome<z.infer<S>>> {
+  return withFileLock(
+    file,
+    async () => {
+      const warnings: string[] = [];
+      const current = await readJson(file, schema);
+      if (current.kind === "corrupt") warnings.push(current.warning);
+      const next = await fn(current.kind === "ok" ? current.value : undefined);
+      if (next === undefined) return { value: current.kind === "ok" ? current.value : undefined, warnings };
+      await writeJson(file, schema, next);
+      return { value: next, warnings };
+    },
+    timing,
+  );
+}
+
+/** Names of the entries in a directory, or none when it does not exist. */
+export async function listDir(dir: string): Promise<string[]> {
+  try {
+    return await readdir(dir);
+  } catch (error) {
+    if (isNotFound(error)) return [];
+    throw error;
+  }
+}
+
+/** The storage dir ignores itself, so team state never shows up in the user's git status. */
+export async function ensureStorageRoot(root: string): Promise<void> {
+  await mkdir(root, { recursive: true });
+  try {
+    await writeFile(path.join(root, ".gitignore"), "*\n", { flag: "wx" });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  }
+}

@@ -1,0 +1,25 @@
+import { tool } from "@opencode-ai/plugin";
+import type { TeamsContext } from "../operations/context.ts";
+import { createTeam } from "../operations/team.ts";
+import { runTool } from "./result.ts";
+
+const z = tool.schema;
+
+export function createTeamTool(ctx: TeamsContext) {
+  return tool({
+    description:
+      "Create a team of agents. The calling session becomes the team's leader and is the only one that can spawn or kill its agents.",
+    args: {
+      teamName: z.string().min(1).describe("Team name: 1-64 letters, digits, '-' or '_'"),
+      description: z.string().optional().describe("What the team is for"),
+      defaultModel: z.string().optional().describe('Default model for spawned agents, "provider/model"'),
+    },
+    execute: (args, context) =>
+      runTool(
+        "create-team",
+        ctx.log,
+        () => createTeam(ctx, args, context.sessionID),
+        (result) => `Team ${result.teamName} created; you lead it`,
+      ),
+  });
+}
