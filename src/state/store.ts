@@ -110,12 +110,12 @@ export interface UpdateOutcome<T> {
  * Read-modify-write under the file's cross-process lock. `fn` sees the current value (undefined when missing or
  * damaged) and returns the new value, or undefined to leave the file as it is.
  */
-export async function updateJson<S extends z.ZodType>(
+export async function updateJson<T>(
   file: string,
-  schema: S,
-  fn: (current: z.infer<S> | undefined) => z.infer<S> | undefined | Promise<z.infer<S> | undefined>,
+  schema: z.ZodType<T>,
+  fn: (current: T | undefined) => NoInfer<T> | undefined | Promise<NoInfer<T> | undefined>,
   timing?: Partial<LockTiming>,
-): Promise<UpdateOutcome<z.infer<S>>> {
+): Promise<UpdateOutcome<T>> {
   return withFileLock(
     file,
     async () => {

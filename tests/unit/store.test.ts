@@ -50,7 +50,7 @@ describe("json store", () => {
     expect(await readFile(result.movedTo as string, "utf8")).toBe(text);
     // The next read-modify-write starts clean.
     const updated = await updateJson(file, Counter, (current) => ({
-      version: 1,
+      version: 1 as const,
       count: (current?.count ?? 0) + 1,
     }));
     expect(updated.value).toEqual({ version: 1, count: 1 });
@@ -59,7 +59,7 @@ describe("json store", () => {
   test("updateJson reports a damaged file it replaced", async () => {
     const file = path.join(await tempDir(), "c.json");
     await writeFile(file, "{nope");
-    const outcome = await updateJson(file, Counter, () => ({ version: 1, count: 7 }));
+    const outcome = await updateJson(file, Counter, () => ({ version: 1 as const, count: 7 }));
     expect(outcome.warnings).toHaveLength(1);
     expect(outcome.warnings[0]).toContain("moved aside");
   });
