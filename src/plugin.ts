@@ -2,10 +2,16 @@
 // exports as a plugin.
 import type { Hooks, PluginInput } from "@opencode-ai/plugin";
 import { systemClock } from "./clock.ts";
+import type { OpencodeApi } from "./edges/opencode-api.ts";
+import { SdkOpencodeApi, serverAuthFromEnv } from "./edges/opencode-client.ts";
+import { pidAlive } from "./edges/process.ts";
+import { TmuxCli } from "./edges/tmux.ts";
 import type { Logger, TeamsContext } from "./operations/context.ts";
 import { parseOptions } from "./options.ts";
 import { resolveProjectRoot } from "./project-root.ts";
 import { resolveStorageRoot, StoragePaths } from "./state/paths.ts";
+import { ServerInfoSchema } from "./state/schemas.ts";
+import { readJson } from "./state/store.ts";
 import { TeamStore } from "./state/team-store.ts";
 import { createTeamTool } from "./tools/create-team.ts";
 import { createTaskTool, listTasksTool, updateTaskTool } from "./tools/tasks.ts";
@@ -19,14 +25,33 @@ function serverLogger(input: PluginInput): Logger {
   };
 }
 
+/** The project's recorded `opencode serve`, when its process is still there. */
+async function recordedProjectServer(
+  store: TeamStore,
+  projectRoot: string,
+): Promise<OpencodeApi | undefined> {
+  const info = await readJson(store.paths.serverInfo(projectRoot), ServerInfoSchema);
+  if (info.kind !== "ok" || !pidAlive(info.value.pid)) return undefined;
+  return new SdkOpencodeApi(`http://${info.value.hostname}:${info.value.port}`, {
+    directory: projectRoot,
+    ...serverAuthFromEnv(),
+  });
+}
+
 export function createContext(input: PluginInput, rawOptions: unknown): TeamsContext {
   const projectRoot = resolveProjectRoot(input);
+  const store = new TeamStore(new StoragePaths(resolveStorageRoot(projectRoot)));
   return {
     projectRoot,
-    store: new TeamStore(new StoragePaths(resolveStorageRoot(projectRoot))),
+    store,
     clock: systemClock,
     options: parseOptions(rawOptions),
     log: serverLogger(input),
+    edges: {
+      projectServer: () => recordedProjectServer(store, projectRoot),
+      localServer: new SdkOpencodeApi(input.serverUrl.toString(), { directory: projectRoot }, input.client),
+      tmux: new TmuxCli(),
+    },
   };
 }
 

@@ -1,15 +1,27 @@
 import type { Clock } from "../clock.ts";
+import type { OpencodeApi } from "../edges/opencode-api.ts";
+import type { TmuxApi } from "../edges/tmux-api.ts";
 import type { TeamsOptions } from "../options.ts";
 import type { TeamStore } from "../state/team-store.ts";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 export type Logger = (level: LogLevel, message: string, extra?: Record<string, unknown>) => void;
 
-/** What every operation needs: the project's state, the time, the settings and somewhere to log. */
+/** The outside world, behind interfaces so the domain logic runs against fakes in unit tests. */
+export interface TeamsEdges {
+  /** The project's `opencode serve` where agents' sessions live, or undefined when it is not running. */
+  projectServer(): Promise<OpencodeApi | undefined>;
+  /** The OpenCode server of this process (the one that loaded the plugin); hosts the leader's session when the leader runs here. */
+  localServer: OpencodeApi;
+  tmux: TmuxApi;
+}
+
+/** What every operation needs: the project's state, the time, the settings, the edges and somewhere to log. */
 export interface TeamsContext {
   projectRoot: string;
   store: TeamStore;
   clock: Clock;
   options: TeamsOptions;
   log: Logger;
+  edges: TeamsEdges;
 }

@@ -6,9 +6,16 @@ import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
 import { TeamStore } from "../../src/state/team-store.ts";
+import { FakeOpencode, FakeTmux } from "./fakes.ts";
 
 export interface TestContext extends TeamsContext {
   clock: ManualClock;
+  /** The project's server (agents' sessions); set `projectServerUp = false` to simulate it not running. */
+  server: FakeOpencode;
+  projectServerUp: boolean;
+  /** This process's own server (hosts the leader's session). */
+  local: FakeOpencode;
+  tmux: FakeTmux;
   logs: { level: LogLevel; message: string }[];
   cleanup(): Promise<void>;
 }
@@ -19,15 +26,28 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
   const logs: TestContext["logs"] = [];
   const store = new TeamStore(new StoragePaths(resolveStorageRoot(projectRoot, {})));
   await store.init();
-  return {
+  const server = new FakeOpencode("http://127.0.0.1:28001");
+  const local = new FakeOpencode("http://127.0.0.1:4096");
+  const tmux = new FakeTmux();
+  const ctx: TestContext = {
     projectRoot,
     store,
     clock: new ManualClock(),
     options: parseOptions({ background: false, ...options }),
     log: (level, message) => logs.push({ level, message }),
     logs,
+    server,
+    local,
+    tmux,
+    projectServerUp: true,
+    edges: {
+      projectServer: async () => (ctx.projectServerUp ? server : undefined),
+      localServer: local,
+      tmux,
+    },
     cleanup: () => rm(projectRoot, { recursive: true, force: true }),
   };
+  return ctx;
 }
 
 export function parseOutput<T = Record<string, unknown>>(result: unknown): T {

@@ -1,0 +1,46 @@
+import type { Event } from "@opencode-ai/sdk";
+
+/** What a session is doing, as `GET /session/status` reports it (idle sessions are left out of that map). */
+export type SessionActivity = "busy" | "retry" | "idle";
+
+export interface ModelRef {
+  providerID: string;
+  modelID: string;
+}
+
+export interface SessionUsage {
+  messages: number;
+  tokensIn: number;
+  tokensOut: number;
+  cost: number;
+}
+
+/**
+ * The slice of an OpenCode server the plugin uses. The real one wraps @opencode-ai/sdk (see opencode-client.ts);
+ * unit tests pass fakes. Every method resolves or rejects with an Error that says what failed; none hang forever.
+ */
+export interface OpencodeApi {
+  readonly baseUrl: string;
+  /** `GET /global/health` answered with healthy: true within `timeoutMs`. */
+  healthy(timeoutMs?: number): Promise<boolean>;
+  /** Non-idle sessions and what they are doing. */
+  sessionStatuses(): Promise<Record<string, SessionActivity>>;
+  /** true / false when the server answered; throws when it could not be asked. */
+  sessionExists(sessionId: string): Promise<boolean>;
+  createSession(input: { title: string; directory: string }): Promise<{ id: string }>;
+  deleteSession(sessionId: string): Promise<void>;
+  abortSession(sessionId: string): Promise<void>;
+  /** Start a turn without waiting for it (`prompt_async`); with `noReply` the text is added without starting a turn. */
+  promptAsync(
+    sessionId: string,
+    text: string,
+    options?: { model?: ModelRef; noReply?: boolean },
+  ): Promise<void>;
+  messageCount(sessionId: string): Promise<number>;
+  usage(sessionId: string): Promise<SessionUsage>;
+  /**
+   * The server's event stream. Ends when the server closes it or `signal` aborts; callers reconnect themselves
+   * (OpenCode keeps no replay, so re-read sessionStatuses() after every reconnect).
+   */
+  events(signal: AbortSignal): AsyncIterable<Event>;
+}

@@ -1,0 +1,183 @@
+import { createOpencodeClient, type Event, type OpencodeClient } from "@opencode-ai/sdk";
+import type { ModelRef, OpencodeApi, SessionActivity, SessionUsage } from "./opencode-api.ts";
+
+export interface OpencodeClientOptions {
+  /** Directory the server scopes sessions by (`?directory=`): the project root. */
+  directory: string;
+  /** `OPENCODE_SERVER_PASSWORD`, when the server is protected (user `OPENCODE_SERVER_USERNAME` or "opencode"). */
+  password?: string;
+  username?: string;
+  /** Per-request timeout, so a wedged server never hangs a tool call. */
+  requestTimeoutMs?: number;
+}
+
+/** Credentials come from the environment only, never from argv, so `ps` never shows them. */
+export function serverAuthFromEnv(env: NodeJS.ProcessEnv = process.env): {
+  password?: string;
+  username?: string;
+} {
+  const password = env.OPENCODE_SERVER_PASSWORD || undefined;
+  return password ? { password, username: env.OPENCODE_SERVER_USERNAME || "opencode" } : {};
+}
+
+function authHeaders(options: OpencodeClientOptions): Record<string, string> {
+  if (!options.password) return {};
+  const token = Buffer.from(`${options.username ?? "opencode"}:${options.password}`).toString("base64");
+  return { Authorization: `Basic ${token}` };
+}
+
+type SdkResult<T> = { data?: T; error?: unknown; response?: Response };
+
+function explain(what: string, result: SdkResult<unknown>): Error {
+  const status = result.response ? ` (HTTP ${result.response.status})` : "";
+  const detail = result.error ? `: ${JSON.stringify(result.error).slice(0, 300)}` : "";
+  return new Error(`${what} failed${status}${detail}`);
+}
+
+/** OpencodeApi over @opencode-ai/sdk (v1 style `{ path, body, query }` calls). */
+export class SdkOpencodeApi implements OpencodeApi {
+  readonly client: OpencodeClient;
+  private readonly timeoutMs: number;
+
+  /** `client` reuses an existing SDK client (the plugin input's, which may talk to its server in-process). */
+  constructor(
+    readonly baseUrl: string,
+    private readonly options: OpencodeClientOptions,
+    client?: OpencodeClient,
+  ) {
+    this.timeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.client =
+      client ??
+      createOpencodeClient({ baseUrl, directory: options.directory, headers: authHeaders(options) });
+  }
+
+  private signal(timeoutMs = this.timeoutMs): AbortSignal {
+    return AbortSignal.timeout(timeoutMs);
+  }
+
+  private async call<T>(what: string, run: () => Promise<SdkResult<T>>): Promise<T> {
+    let result: SdkResult<T>;
+    try {
+      result = await run();
+    } catch (error) {
+      throw new Error(`${what} failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (result.error !== undefined || result.data === undefined) throw explain(what, result);
+    return result.data;
+  }
+
+  async healthy(timeoutMs = 500): Promise<boolean> {
+    try {
+      const response = await fetch(new URL("/global/health", this.baseUrl), {
+        headers: authHeaders(this.options),
+        signal: this.signal(timeoutMs),
+      });
+      if (!response.ok) return false;
+      const body = (await response.json()) as { healthy?: boolean };
+      return body.healthy === true;
+    } catch {
+      return false;
+    }
+  }
+
+  async sessionStatuses(): Promise<Record<string, SessionActivity>> {
+    const data = await this.call("GET /session/status", () =>
+      this.client.session.status({ signal: this.signal() }),
+    );
+    const out: Record<string, SessionActivity> = {};
+    for (const [id, status] of Object.entries(data)) out[id] = status.type;
+    return out;
+  }
+
+  async sessionExists(sessionId: string): Promise<boolean> {
+    const result = await this.client.session
+      .get({ path: { id: sessionId }, signal: this.signal() })
+      .catch((error: unknown) => {
+        throw new Error(
+          `GET /session/${sessionId} failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      });
+    if (result.data) return true;
+    if (result.response?.status === 404) return false;
+    throw explain(`GET /session/${sessionId}`, result);
+  }
+
+  async createSession(input: { title: string; directory: string }): Promise<{ id: string }> {
+    const session = await this.call("POST /session", () =>
+      this.client.session.create({
+        body: { title: input.title },
+        query: { directory: input.directory },
+        signal: this.signal(),
+      }),
+    );
+    return { id: session.id };
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.call(`DELETE /session/${sessionId}`, () =>
+      this.client.session.delete({ path: { id: sessionId }, signal: this.signal() }),
+    );
+  }
+
+  async abortSession(sessionId: string): Promise<void> {
+    await this.call(`POST /session/${sessionId}/abort`, () =>
+      this.client.session.abort({ path: { id: sessionId }, signal: this.signal() }),
+    );
+  }
+
+  async promptAsync(
+    sessionId: string,
+    text: string,
+    options: { model?: ModelRef; noReply?: boolean } = {},
+  ): Promise<void> {
+    const result = await this.client.session
+      .promptAsync({
+        path: { id: sessionId },
+        body: { parts: [{ type: "text", text }], model: options.model, noReply: options.noReply },
+        signal: this.signal(),
+      })
+      .catch((error: unknown) => {
+        throw new Error(`prompt_async failed: ${error instanceof Error ? error.message : String(error)}`);
+      });
+    // 204 No Content carries no data: success is the status alone.
+    if (result.error !== undefined || (result.response && !result.response.ok)) {
+      throw explain(`POST /session/${sessionId}/prompt_async`, result);
+    }
+  }
+
+  private messages(sessionId: string) {
+    return this.call(`GET /session/${sessionId}/message`, () =>
+      this.client.session.messages({ path: { id: sessionId }, signal: this.signal() }),
+    );
+  }
+
+  async messageCount(sessionId: string): Promise<number> {
+    return (await this.messages(sessionId)).length;
+  }
+
+  async usage(sessionId: string): Promise<SessionUsage> {
+    const messages = await this.messages(sessionId);
+    const usage: SessionUsage = { messages: messages.length, tokensIn: 0, tokensOut: 0, cost: 0 };
+    for (const { info } of messages) {
+      if (info.role !== "assistant") continue;
+      usage.tokensIn += info.tokens.input;
+      usage.tokensOut += info.tokens.output;
+      usage.cost += info.cost;
+    }
+    return usage;
+  }
+
+  async *events(signal: AbortSignal): AsyncIterable<Event> {
+    // One attempt only: the SDK's own retry loop would hide reconnects from the monitor, which must re-read
+    // session statuses after each one.
+    const { stream } = await this.client.event.subscribe({
+      signal,
+      sseMaxRetryAttempts: 1,
+      onSseError: () => {},
+    });
+    for await (const event of stream) {
+      if (signal.aborted) return;
+      if (event && typeof event === "object" && "type" in event) yield event as Event;
+    }
+  }
+}

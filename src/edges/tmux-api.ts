@@ -1,0 +1,36 @@
+/** Where a pane goes and what runs in it. */
+export interface PaneSpec {
+  /** tmux server socket name (`tmux -L`), undefined for the user's default server. */
+  socket?: string;
+  /** tmux session name; created detached when missing. */
+  session: string;
+  /** Window name inside that session: one window per team, never the user's current window. */
+  window: string;
+  cwd: string;
+  /** argv of the pane's own command (not typed into a shell). */
+  command: string[];
+  /** Extra environment for the pane's command (secrets go here, never into argv). */
+  env?: Record<string, string>;
+  title: string;
+  /** `@name` user options set on the pane (e.g. @opencode_session_id, @agent_id). */
+  options?: Record<string, string>;
+}
+
+export interface PaneRef {
+  socket?: string;
+  paneId: string;
+}
+
+/** The tmux operations the plugin needs; the real one (tmux.ts) shells out to the tmux binary. */
+export interface TmuxApi {
+  /** tmux is installed and runnable. */
+  available(): Promise<boolean>;
+  /** Open a pane running `spec.command`; resolves with its id (e.g. "%12") and the pid of its process. */
+  openPane(spec: PaneSpec): Promise<{ paneId: string; panePid: number }>;
+  /** "alive": the pane exists and its process runs; "gone": it does not; "unknown": tmux could not be asked. */
+  paneState(ref: PaneRef): Promise<"alive" | "gone" | "unknown">;
+  /** Type text into a pane (the prompt-delivery fallback). */
+  sendText(ref: PaneRef, text: string): Promise<void>;
+  /** Send C-c, then kill the pane; resolves once it is gone. */
+  closePane(ref: PaneRef): Promise<void>;
+}

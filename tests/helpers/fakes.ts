@@ -1,0 +1,194 @@
+import type { Event } from "@opencode-ai/sdk";
+import type { ModelRef, OpencodeApi, SessionActivity, SessionUsage } from "../../src/edges/opencode-api.ts";
+import type { PaneRef, PaneSpec, TmuxApi } from "../../src/edges/tmux-api.ts";
+
+export interface FakeSession {
+  id: string;
+  title: string;
+  directory: string;
+  activity: SessionActivity;
+  prompts: { text: string; model?: ModelRef; noReply?: boolean }[];
+  messages: number;
+  usage: SessionUsage;
+}
+
+/** An in-memory OpenCode server for unit tests. Flip `down` to make every call fail like an unreachable server. */
+export class FakeOpencode implements OpencodeApi {
+  readonly baseUrl: string;
+  sessions = new Map<string, FakeSession>();
+  down = false;
+  /** Make promptAsync fail this many more times (prompt delivery retries). */
+  failPrompts = 0;
+  /** promptAsync succeeds but the message never lands (delivery verification). */
+  dropPrompts = false;
+  calls: string[] = [];
+  private nextId = 1;
+  private listeners = new Set<(event: Event | null) => void>();
+
+  constructor(baseUrl = "http://127.0.0.1:28999") {
+    this.baseUrl = baseUrl;
+  }
+
+  private check(what: string): void {
+    this.calls.push(what);
+    if (this.down) throw new Error(`${what} failed: connect ECONNREFUSED ${this.baseUrl}`);
+  }
+
+  private session(id: string): FakeSession {
+    const session = this.sessions.get(id);
+    if (!session) throw new Error(`session ${id} failed (HTTP 404)`);
+    return session;
+  }
+
+  addSession(partial: Partial<FakeSession> = {}): FakeSession {
+    const session: FakeSession = {
+      id: partial.id ?? `ses_fake${this.nextId++}`,
+      title: partial.title ?? "",
+      directory: partial.directory ?? "/",
+      activity: partial.activity ?? "idle",
+      prompts: [],
+      messages: partial.messages ?? 0,
+      usage: partial.usage ?? { messages: 0, tokensIn: 0, tokensOut: 0, cost: 0 },
+    };
+    this.sessions.set(session.id, session);
+    return session;
+  }
+
+  async healthy(): Promise<boolean> {
+    return !this.down;
+  }
+
+  async sessionStatuses(): Promise<Record<string, SessionActivity>> {
+    this.check("sessionStatuses");
+    const out: Record<string, SessionActivity> = {};
+    for (const session of this.sessions.values())
+      if (session.activity !== "idle") out[session.id] = session.activity;
+    return out;
+  }
+
+  async sessionExists(sessionId: string): Promise<boolean> {
+    this.check(`sessionExists ${sessionId}`);
+    return this.sessions.has(sessionId);
+  }
+
+  async createSession(input: { title: string; directory: string }): Promise<{ id: string }> {
+    this.check("createSession");
+    return { id: this.addSession(input).id };
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    this.check(`deleteSession ${sessionId}`);
+    this.sessions.delete(sessionId);
+  }
+
+  async abortSession(sessionId: string): Promise<void> {
+    this.check(`abortSession ${sessionId}`);
+    const session = this.sessions.get(sessionId);
+    if (session) session.activity = "idle";
+  }
+
+  async promptAsync(sessionId: string, text: string, options: { model?: ModelRef; noReply?: boolean } = {}) {
+    this.check(`promptAsync ${sessionId}`);
+    if (this.failPrompts > 0) {
+      this.failPrompts--;
+      throw new Error("prompt_async failed (HTTP 400)");
+    }
+    const session = this.session(sessionId);
+    session.prompts.push({ text, ...options });
+    if (!this.dropPrompts) session.messages += options.noReply ? 1 : 2;
+  }
+
+  async messageCount(sessionId: string): Promise<number> {
+    this.check(`messageCount ${sessionId}`);
+    return this.session(sessionId).messages;
+  }
+
+  async usage(sessionId: string): Promise<SessionUsage> {
+    this.check(`usage ${sessionId}`);
+    return this.session(sessionId).usage;
+  }
+
+  /** Deliver an event to every open stream. */
+  emit(event: Event): void {
+    for (const listener of this.listeners) listener(event);
+  }
+
+  /** End every open stream the way a server closing the connection does. */
+  closeStreams(): void {
+    for (const listener of this.listeners) listener(null);
+  }
+
+  get openStreams(): number {
+    return this.listeners.size;
+  }
+
+  async *events(signal: AbortSignal): AsyncIterable<Event> {
+    this.check("events");
+    const queue: (Event | null)[] = [];
+    let wake: (() => void) | undefined;
+    const listener = (event: Event | null) => {
+      queue.push(event);
+      wake?.();
+    };
+    const onAbort = () => listener(null);
+    this.listeners.add(listener);
+    signal.addEventListener("abort", onAbort);
+    try {
+      while (!signal.aborted) {
+        if (queue.length === 0) await new Promise<void>((resolve) => (wake = resolve));
+        wake = undefined;
+        const next = queue.shift();
+        if (next === null || next === undefined) return;
+        yield next;
+      }
+    } finally {
+      this.listeners.delete(listener);
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+}
+
+export interface FakePane {
+  spec: PaneSpec;
+  paneId: string;
+  panePid: number;
+  alive: boolean;
+  typed: string[];
+}
+
+/** An in-memory tmux. `installed = false` behaves like a PATH without tmux. */
+export class FakeTmux implements TmuxApi {
+  installed = true;
+  failOpen = false;
+  panes = new Map<string, FakePane>();
+  private next = 1;
+
+  async available(): Promise<boolean> {
+    return this.installed;
+  }
+
+  async openPane(spec: PaneSpec): Promise<{ paneId: string; panePid: number }> {
+    if (!this.installed) throw new Error("cannot run tmux: executable not found");
+    if (this.failOpen) throw new Error("tmux split-window failed: no space for new pane");
+    const paneId = `%${this.next++}`;
+    const pane: FakePane = { spec, paneId, panePid: 40_000 + this.next, alive: true, typed: [] };
+    this.panes.set(paneId, pane);
+    return { paneId, panePid: pane.panePid };
+  }
+
+  async paneState(ref: PaneRef): Promise<"alive" | "gone" | "unknown"> {
+    if (!this.installed) return "unknown";
+    return this.panes.get(ref.paneId)?.alive ? "alive" : "gone";
+  }
+
+  async sendText(ref: PaneRef, text: string): Promise<void> {
+    const pane = this.panes.get(ref.paneId);
+    if (!pane?.alive) throw new Error(`tmux send-keys failed: can't find pane ${ref.paneId}`);
+    pane.typed.push(text);
+  }
+
+  async closePane(ref: PaneRef): Promise<void> {
+    const pane = this.panes.get(ref.paneId);
+    if (pane) pane.alive = false;
+  }
+}
