@@ -13,7 +13,9 @@ import { resolveStorageRoot, StoragePaths } from "./state/paths.ts";
 import { ServerInfoSchema } from "./state/schemas.ts";
 import { readJson } from "./state/store.ts";
 import { TeamStore } from "./state/team-store.ts";
+import { agentHistoryTool } from "./tools/agent-history.ts";
 import { createTeamTool } from "./tools/create-team.ts";
+import { listAgentsTool } from "./tools/list-agents.ts";
 import { createTaskTool, listTasksTool, updateTaskTool } from "./tools/tasks.ts";
 
 function serverLogger(input: PluginInput): Logger {
@@ -61,5 +63,7 @@ export function createTools(ctx: TeamsContext): NonNullable<Hooks["tool"]> {
     "create-task": createTaskTool(ctx),
     "update-task": updateTaskTool(ctx),
     "list-tasks": listTasksTool(ctx),
+    "list-agents": listAgentsTool(ctx),
+    "agent-history": agentHistoryTool(ctx),
   };
 }

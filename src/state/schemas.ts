@@ -86,6 +86,8 @@ export const AgentStateSchema = z.object({
   /** Start of the sweep interval in which the last miss was counted: two sweepers must not count one interval twice. */
   lastMissAt: isoDate.optional(),
   lastError: z.string().optional(),
+  /** When lastError happened: an error older than the last sign of life no longer makes the agent unhealthy. */
+  lastErrorAt: isoDate.optional(),
   sessionRotationCount: z.number().int().min(0),
   /** Last time the OpenCode server showed any activity for the session (caps how long "busy" is believed). */
   lastEventAt: isoDate.optional(),
@@ -97,6 +99,8 @@ export const AgentStateSchema = z.object({
   headless: z.boolean().default(false),
   timeoutMinutes: z.number().positive().optional(),
   resumes: z.string().optional(),
+  /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
+  outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),
   shutdownRequestedAt: isoDate.optional(),
   tags: z.array(z.string()).default([]),
 });

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { readdir, writeFile } from "node:fs/promises";
 import { v4 as uuidv4 } from "uuid";
 import { reassignTasksOf } from "../../src/operations/task.ts";
-import type { AgentState } from "../../src/state/schemas.ts";
+import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
@@ -18,35 +18,7 @@ afterEach(() => ctx.cleanup());
 type Res = { success: boolean; error?: string; [key: string]: unknown };
 
 async function addWorker(teamName: string, sessionId: string, name = "worker-1"): Promise<string> {
-  const agentId = uuidv4();
-  const now = new Date(ctx.clock.now()).toISOString();
-  const state: AgentState = {
-    version: 1,
-    agentId,
-    name,
-    teamName,
-    role: "worker",
-    model: "mock/mock-model",
-    status: "active",
-    color: "blue",
-    heartbeatTs: now,
-    sessionId,
-    cwd: ctx.projectRoot,
-    consecutiveMisses: 0,
-    sessionRotationCount: 0,
-    createdAt: now,
-    updatedAt: now,
-    prompt: "work",
-    headless: true,
-    tags: [],
-  };
-  await ctx.store.writeAgent(state);
-  await ctx.store.updateTeam(teamName, (team) =>
-    team
-      ? { ...team, members: [...team.members, { agentId, name, role: "worker", joinedAt: now }] }
-      : undefined,
-  );
-  return agentId;
+  return (await addAgent(ctx, teamName, { sessionId, name })).agentId;
 }
 
 describe("create-team", () => {

@@ -1,0 +1,169 @@
+import { isoNow } from "../clock.ts";
+import {
+  type AgentHistory,
+  AgentHistorySchema,
+  type AgentState,
+  type HistoryEntry,
+  type HistoryStatus,
+} from "../state/schemas.ts";
+import { readJson, updateJson, writeJson } from "../state/store.ts";
+import type { TeamsContext } from "./context.ts";
+
+/**
+ * The team's agent history (seed 004): every run of an agent, how it ended and what resumed it. Entries are written
+ * by the lifecycle (spawn, completion, sweep, kill, resume), never by hand.
+ */
+
+const TASK_DESCRIPTION_LIMIT = 500;
+
+function describeTask(prompt: string): string {
+  const oneLine = prompt.replace(/\s+/g, " ").trim();
+  return oneLine.length > TASK_DESCRIPTION_LIMIT
+    ? `${oneLine.slice(0, TASK_DESCRIPTION_LIMIT - 1)}…`
+    : oneLine;
+}
+
+/** Seed rule: drop the oldest completed/failed entry first, then the oldest interrupted entry that was resumed; never a spawned one. */
+export function enforceMaxEntries(entries: HistoryEntry[], maxEntries: number): HistoryEntry[] {
+  const kept = [...entries];
+  while (kept.length > maxEntries) {
+    const byAge = (a: HistoryEntry, b: HistoryEntry) => Date.parse(a.timestamp) - Date.parse(b.timestamp);
+    const finished = kept.filter((e) => e.status === "completed" || e.status === "failed").sort(byAge);
+    const resumed = kept.filter((e) => e.status === "resumed").sort(byAge);
+    const victim = finished[0] ?? resumed[0];
+    // Only running, interrupted-but-not-resumed and timed-out entries are left: they may still be resumed, so keep them.
+    if (!victim) break;
+    kept.splice(kept.indexOf(victim), 1);
+  }
+  return kept;
+}
+
+function historyStatusOf(agent: AgentState): HistoryStatus {
+  switch (agent.outcome) {
+    case "completed":
+    case "failed":
+    case "timeout":
+    case "interrupted":
+      return agent.outcome;
+    case "killed":
+      return "completed";
+    default:
+      break;
+  }
+  if (agent.status === "inactive") return "interrupted";
+  if (agent.status === "terminated") return "completed";
+  return "spawned";
+}
+
+/** The seed's recovery: rebuild a damaged history from what the agent files still say. */
+export async function rebuildFromAgents(ctx: TeamsContext, teamName: string): Promise<HistoryEntry[]> {
+  const { items } = await ctx.store.listAgentViews(teamName);
+  const agents = items.map((view) => view.state).filter((agent) => agent.role !== "leader");
+  const resumedBy = new Map(agents.filter((a) => a.resumes).map((a) => [a.resumes as string, a.agentId]));
+  return agents.map((agent) => {
+    const successor = resumedBy.get(agent.agentId);
+    const status: HistoryStatus = successor ? "resumed" : historyStatusOf(agent);
+    return {
+      agent_id: agent.agentId,
+      agent_type: agent.role,
+      name: agent.name,
+      task_description: describeTask(agent.prompt),
+      timestamp: agent.createdAt,
+      status,
+      completion_timestamp: status === "spawned" ? null : (agent.terminatedAt ?? agent.updatedAt),
+      ...(agent.resumes ? { resumes: agent.resumes } : {}),
+      ...(successor ? { resumed_by: successor } : {}),
+      reason: "rebuilt from agent state after agent-history.json was damaged",
+    };
+  });
+}
+
+export interface HistoryRead {
+  history: AgentHistory;
+  warnings: string[];
+}
+
+/** Read the history; a missing file is an empty history, a damaged one is moved aside and rebuilt. */
+export async function readHistory(ctx: TeamsContext, teamName: string): Promise<HistoryRead> {
+  const file = ctx.store.paths.history(teamName);
+  const read = await readJson(file, AgentHistorySchema);
+  if (read.kind === "ok") return { history: read.value, warnings: [] };
+  const empty: AgentHistory = { version: 1, max_entries: ctx.options.historyMaxEntries, entries: [] };
+  if (read.kind === "missing") return { history: empty, warnings: [] };
+  const history = {
+    ...empty,
+    entries: enforceMaxEntries(await rebuildFromAgents(ctx, teamName), empty.max_entries),
+  };
+  await writeJson(file, AgentHistorySchema, history);
+  return { history, warnings: [`${read.warning}; history rebuilt from the agent state files`] };
+}
+
+/** Read-modify-write of the history under its lock; damage is repaired on the way. */
+export async function updateHistory(
+  ctx: TeamsContext,
+  teamName: string,
+  change: (entries: HistoryEntry[]) => HistoryEntry[],
+): Promise<string[]> {
+  const file = ctx.store.paths.history(teamName);
+  const warnings: string[] = [];
+  const outcome = await updateJson(
+    file,
+    AgentHistorySchema,
+    async (current): Promise<AgentHistory> => {
+      const entries = current ? current.entries : await rebuildFromAgents(ctx, teamName);
+      const maxEntries = ctx.options.historyMaxEntries;
+      return { version: 1, max_entries: maxEntries, entries: enforceMaxEntries(change(entries), maxEntries) };
+    },
+    ctx.store.lockTiming,
+  );
+  for (const warning of outcome.warnings)
+    warnings.push(`${warning}; history rebuilt from the agent state files`);
+  return warnings;
+}
+
+export function recordSpawned(ctx: TeamsContext, agent: AgentState, plan?: string): Promise<string[]> {
+  const entry: HistoryEntry = {
+    agent_id: agent.agentId,
+    agent_type: agent.role,
+    name: agent.name,
+    task_description: describeTask(agent.prompt),
+    ...(plan ? { plan } : {}),
+    timestamp: isoNow(ctx.clock),
+    status: "spawned",
+    completion_timestamp: null,
+    ...(agent.resumes ? { resumes: agent.resumes } : {}),
+  };
+  return updateHistory(ctx, agent.teamName, (entries) => {
+    const withoutDuplicate = entries.filter((e) => !(e.agent_id === agent.agentId && e.status === "spawned"));
+    const linked = agent.resumes
+      ? withoutDuplicate.map((e) =>
+          e.agent_id === agent.resumes ? { ...e, status: "resumed" as const, resumed_by: agent.agentId } : e,
+        )
+      : withoutDuplicate;
+    return [...linked, entry];
+  });
+}
+
+/** An agent's run ended. Only its open (spawned) entry changes: an outcome is recorded once. */
+export function recordEnded(
+  ctx: TeamsContext,
+  teamName: string,
+  agentId: string,
+  status: Exclude<HistoryStatus, "spawned" | "resumed">,
+  details: { summary?: string; reason?: string } = {},
+): Promise<string[]> {
+  const now = isoNow(ctx.clock);
+  return updateHistory(ctx, teamName, (entries) =>
+    entries.map((entry) =>
+      entry.agent_id === agentId && entry.status === "spawned"
+        ? {
+            ...entry,
+            status,
+            completion_timestamp: now,
+            ...(details.summary ? { summary: details.summary } : {}),
+            ...(details.reason ? { reason: details.reason } : {}),
+          }
+        : entry,
+    ),
+  );
+}

@@ -1,0 +1,35 @@
+import { tool } from "@opencode-ai/plugin";
+import type { TeamsContext } from "../operations/context.ts";
+import { HEALTH_STATUSES, listAgents } from "../operations/list-agents.ts";
+import { runTool } from "./result.ts";
+
+const z = tool.schema;
+
+export function listAgentsTool(ctx: TeamsContext) {
+  return tool({
+    description:
+      "List agents with the same fields for every agent (null when unknown): lifecycle status, health, activity summary, usage metrics from the OpenCode server, metadata. Grouped by status unless grouped=false.",
+    args: {
+      teamName: z.string().min(1).optional().describe("Team to list; every team you belong to when omitted"),
+      grouped: z.boolean().default(true).describe("Group agents by lifecycle status"),
+      statusFilter: z
+        .enum(["spawning", "active", "idle", "inactive", "shutting_down", "terminated"])
+        .optional()
+        .describe("Only agents with this lifecycle status"),
+      healthFilter: z.enum(HEALTH_STATUSES).optional().describe("Only agents with this health status"),
+      summaryOnly: z.boolean().default(false).describe("Return only the counts"),
+    },
+    execute: (args, context) =>
+      runTool(
+        "list-agents",
+        ctx.log,
+        () => listAgents(ctx, args, context.sessionID),
+        (result) => {
+          const health = Object.entries(result.summary.by_health)
+            .map(([name, count]) => `${count} ${name}`)
+            .join(", ");
+          return `${result.summary.total} agent(s)${health ? `: ${health}` : ""}`;
+        },
+      ),
+  });
+}

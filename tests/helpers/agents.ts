@@ -1,0 +1,46 @@
+import { v4 as uuidv4 } from "uuid";
+import type { AgentState } from "../../src/state/schemas.ts";
+import type { TestContext } from "./context.ts";
+
+/** Register an agent directly in state (as spawn would), for tests of what happens after a spawn. */
+export async function addAgent(
+  ctx: TestContext,
+  teamName: string,
+  overrides: Partial<AgentState> = {},
+): Promise<AgentState> {
+  const now = new Date(ctx.clock.now()).toISOString();
+  const agent: AgentState = {
+    version: 1,
+    agentId: uuidv4(),
+    name: "worker-1",
+    teamName,
+    role: "worker",
+    model: "mock/mock-model",
+    status: "active",
+    color: "blue",
+    heartbeatTs: now,
+    sessionId: `ses_${Math.random().toString(36).slice(2, 10)}`,
+    cwd: ctx.projectRoot,
+    consecutiveMisses: 0,
+    sessionRotationCount: 0,
+    createdAt: now,
+    updatedAt: now,
+    prompt: "Do the work",
+    headless: true,
+    tags: [],
+    ...overrides,
+  };
+  await ctx.store.writeAgent(agent);
+  await ctx.store.updateTeam(teamName, (team) =>
+    team
+      ? {
+          ...team,
+          members: [
+            ...team.members,
+            { agentId: agent.agentId, name: agent.name, role: agent.role, joinedAt: now },
+          ],
+        }
+      : undefined,
+  );
+  return agent;
+}
