@@ -7,7 +7,7 @@ import { SdkOpencodeApi, serverAuthFromEnv } from "./edges/opencode-client.ts";
 import { pidAlive } from "./edges/process.ts";
 import { TmuxCli } from "./edges/tmux.ts";
 import type { Logger, TeamsContext } from "./operations/context.ts";
-import { parseOptions } from "./options.ts";
+import { parseOptions, type TeamsOptions } from "./options.ts";
 import { resolveProjectRoot } from "./project-root.ts";
 import { resolveStorageRoot, StoragePaths } from "./state/paths.ts";
 import { ServerInfoSchema } from "./state/schemas.ts";
@@ -40,21 +40,36 @@ async function recordedProjectServer(
   });
 }
 
-export function createContext(input: PluginInput, rawOptions: unknown): TeamsContext {
-  const projectRoot = resolveProjectRoot(input);
-  const store = new TeamStore(new StoragePaths(resolveStorageRoot(projectRoot)));
+/** A context for one project; the plugin and the CLI differ only in their logger and their own server. */
+export function buildContext(input: {
+  projectRoot: string;
+  options: TeamsOptions;
+  log: Logger;
+  localServer: OpencodeApi;
+}): TeamsContext {
+  const store = new TeamStore(new StoragePaths(resolveStorageRoot(input.projectRoot)));
   return {
-    projectRoot,
+    projectRoot: input.projectRoot,
     store,
     clock: systemClock,
-    options: parseOptions(rawOptions),
-    log: serverLogger(input),
+    options: input.options,
+    log: input.log,
     edges: {
-      projectServer: () => recordedProjectServer(store, projectRoot),
-      localServer: new SdkOpencodeApi(input.serverUrl.toString(), { directory: projectRoot }, input.client),
+      projectServer: () => recordedProjectServer(store, input.projectRoot),
+      localServer: input.localServer,
       tmux: new TmuxCli(),
     },
   };
+}
+
+export function createContext(input: PluginInput, rawOptions: unknown): TeamsContext {
+  const projectRoot = resolveProjectRoot(input);
+  return buildContext({
+    projectRoot,
+    options: parseOptions(rawOptions),
+    log: serverLogger(input),
+    localServer: new SdkOpencodeApi(input.serverUrl.toString(), { directory: projectRoot }, input.client),
+  });
 }
 
 export function createTools(ctx: TeamsContext): NonNullable<Hooks["tool"]> {

@@ -1,0 +1,169 @@
+import { readdir, rm, stat, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { resolveOpencodeBinary } from "../edges/opencode-binary.ts";
+import { SdkOpencodeApi, serverAuthFromEnv } from "../edges/opencode-client.ts";
+import { pidAlive } from "../edges/process.ts";
+import type { TeamsContext } from "../operations/context.ts";
+import { ServerInfoSchema } from "../state/schemas.ts";
+import { readJson } from "../state/store.ts";
+import type { Painter } from "./format.ts";
+
+export type CheckLevel = "ok" | "warn" | "fail";
+
+export interface Check {
+  name: string;
+  level: CheckLevel;
+  detail: string;
+  /** What to do about it, when something is to be done. */
+  fix?: string;
+}
+
+async function runVersion(argv: string[]): Promise<string | undefined> {
+  try {
+    const child = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+    const timer = setTimeout(() => child.kill(), 10_000);
+    const [out, code] = await Promise.all([new Response(child.stdout).text(), child.exited]);
+    clearTimeout(timer);
+    return code === 0 ? out.trim().split("\n")[0] : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function checkTmux(): Promise<Check> {
+  const version = await runVersion(["tmux", "-V"]);
+  return version
+    ? { name: "tmux", level: "ok", detail: version }
+    : {
+        name: "tmux",
+        level: "fail",
+        detail: "tmux is not installed or not on PATH",
+        fix: "install tmux (Debian/Ubuntu: apt-get install tmux; macOS: brew install tmux); headless agents work without it",
+      };
+}
+
+async function checkOpencode(projectRoot: string): Promise<Check> {
+  const binary = resolveOpencodeBinary(projectRoot);
+  const version = await runVersion([binary, "--version"]);
+  return version
+    ? { name: "opencode", level: "ok", detail: `${binary} ${version}` }
+    : {
+        name: "opencode",
+        level: "fail",
+        detail: `cannot run '${binary} --version'`,
+        fix: "install OpenCode (npm install -g opencode-ai) or set OPENCODE_TEAMS_OPENCODE_BIN to its path",
+      };
+}
+
+async function checkStorage(ctx: TeamsContext): Promise<Check[]> {
+  const root = ctx.store.paths.root;
+  const checks: Check[] = [];
+  try {
+    await ctx.store.init();
+    const probe = path.join(root, `.doctor-${process.pid}`);
+    await writeFile(probe, "");
+    await rm(probe);
+    checks.push({ name: "storage", level: "ok", detail: `${root} is writable` });
+  } catch (error) {
+    checks.push({
+      name: "storage",
+      level: "fail",
+      detail: `${root} is not writable: ${error instanceof Error ? error.message : String(error)}`,
+      fix: "fix the directory's permissions, or point OPENCODE_TEAMS_DIR at a writable directory",
+    });
+    return checks;
+  }
+  const damaged: string[] = [];
+  const staleLocks: string[] = [];
+  const walk = async (dir: string): Promise<void> => {
+    for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+      const full = path.join(dir, entry.name);
+      if (entry.name.includes(".corrupt-")) damaged.push(path.relative(root, full));
+      else if (entry.isDirectory() && entry.name.endsWith(".lock")) {
+        const info = await stat(full).catch(() => undefined);
+        if (info && ctx.clock.now() - info.mtimeMs > 10_000) staleLocks.push(path.relative(root, full));
+      } else if (entry.isDirectory()) await walk(full);
+    }
+  };
+  await walk(root);
+  checks.push(
+    damaged.length === 0
+      ? { name: "state files", level: "ok", detail: "no damaged files" }
+      : {
+          name: "state files",
+          level: "warn",
+          detail: `${damaged.length} damaged file(s) were moved aside: ${damaged.slice(0, 3).join(", ")}${damaged.length > 3 ? ", …" : ""}`,
+          fix: "nothing is needed; delete the .corrupt-* files once you no longer want to inspect them",
+        },
+  );
+  if (staleLocks.length > 0) {
+    checks.push({
+      name: "locks",
+      level: "warn",
+      detail: `${staleLocks.length} lock(s) older than 10 s: ${staleLocks.slice(0, 3).join(", ")}`,
+      fix: "a crashed process left them; the next writer takes them over automatically",
+    });
+  }
+  return checks;
+}
+
+async function checkServer(ctx: TeamsContext): Promise<Check> {
+  const info = await readJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema);
+  if (info.kind !== "ok") {
+    return {
+      name: "server",
+      level: "ok",
+      detail: "no OpenCode server recorded for this project; the first spawn-agent starts one",
+    };
+  }
+  const { pid, hostname, port } = info.value;
+  if (!pidAlive(pid)) {
+    return {
+      name: "server",
+      level: "warn",
+      detail: `the recorded server (pid ${pid}, port ${port}) is not running`,
+      fix: "the next spawn-agent starts a new one; agents of the old server show as inactive",
+    };
+  }
+  const api = new SdkOpencodeApi(`http://${hostname}:${port}`, {
+    directory: ctx.projectRoot,
+    ...serverAuthFromEnv(),
+  });
+  return (await api.healthy(2_000))
+    ? { name: "server", level: "ok", detail: `http://${hostname}:${port} (pid ${pid}) is healthy` }
+    : {
+        name: "server",
+        level: "fail",
+        detail: `pid ${pid} runs but http://${hostname}:${port}/global/health does not answer`,
+        fix: `see ${info.value.logPath}; if OPENCODE_SERVER_PASSWORD protects it, export it here too`,
+      };
+}
+
+export interface DoctorReport {
+  ok: boolean;
+  projectRoot: string;
+  checks: Check[];
+}
+
+export async function runDoctor(ctx: TeamsContext): Promise<DoctorReport> {
+  const checks = [
+    await checkTmux(),
+    await checkOpencode(ctx.projectRoot),
+    ...(await checkStorage(ctx)),
+    await checkServer(ctx),
+  ];
+  return { ok: checks.every((check) => check.level !== "fail"), projectRoot: ctx.projectRoot, checks };
+}
+
+const MARK = { ok: "✓", warn: "!", fail: "✗" } as const;
+const STYLE = { ok: "green", warn: "yellow", fail: "red" } as const;
+
+export function renderDoctor(report: DoctorReport, paint: Painter): string {
+  return [
+    `project: ${report.projectRoot}`,
+    ...report.checks.flatMap((check) => [
+      `${paint(MARK[check.level], STYLE[check.level])} ${check.name}: ${check.detail}`,
+      ...(check.fix ? [`    fix: ${check.fix}`] : []),
+    ]),
+  ].join("\n");
+}

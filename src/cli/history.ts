@@ -1,0 +1,47 @@
+import type { TeamsContext } from "../operations/context.ts";
+import { readHistory } from "../operations/history.ts";
+import { summarizeHistory } from "../operations/history-query.ts";
+import type { HistoryEntry } from "../state/schemas.ts";
+import { type Cell, type Painter, renderTable, type Style } from "./format.ts";
+
+const HISTORY_STYLE: Record<HistoryEntry["status"], Style> = {
+  spawned: "green",
+  completed: "blue",
+  interrupted: "red",
+  resumed: "cyan",
+  failed: "magenta",
+  timeout: "yellow",
+};
+
+export async function collectHistory(ctx: TeamsContext, teamName: string) {
+  const team = await ctx.store.readTeam(teamName);
+  if (team.kind === "missing") throw new Error(`Team '${teamName}' does not exist`);
+  const { history, warnings } = await readHistory(ctx, teamName);
+  return {
+    team: teamName,
+    max_entries: history.max_entries,
+    ...summarizeHistory(history.entries, {}),
+    warnings,
+  };
+}
+
+export function renderHistory(view: Awaited<ReturnType<typeof collectHistory>>, paint: Painter): string {
+  if (view.entries.length === 0) return `No agent history in team '${view.team}' yet.`;
+  const rows: Cell[][] = view.entries.map((e) => [
+    { text: e.timestamp.replace("T", " ").slice(0, 19) },
+    { text: e.name ?? e.agent_id.slice(0, 8) },
+    { text: e.agent_type },
+    { text: e.status, style: HISTORY_STYLE[e.status] },
+    { text: e.completion_timestamp ? e.completion_timestamp.replace("T", " ").slice(0, 19) : "-" },
+    {
+      text: e.resumes
+        ? `resumes ${e.resumes.slice(0, 8)}`
+        : e.resumed_by
+          ? `resumed by ${e.resumed_by.slice(0, 8)}`
+          : "-",
+    },
+    { text: e.task_description.length > 50 ? `${e.task_description.slice(0, 49)}…` : e.task_description },
+  ]);
+  const table = renderTable(["STARTED", "AGENT", "TYPE", "STATUS", "ENDED", "LINK", "TASK"], rows, paint);
+  return [table, ...view.warnings.map((w) => paint(`warning: ${w}`, "yellow"))].join("\n");
+}

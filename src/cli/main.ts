@@ -1,0 +1,100 @@
+#!/usr/bin/env bun
+// The human view of opencode-teams: status tables, a live watch, history and a health check of the set-up.
+import { parseArgs } from "node:util";
+import { UnavailableOpencodeApi } from "../edges/unavailable.ts";
+import { parseOptions } from "../options.ts";
+import { buildContext } from "../plugin.ts";
+import { renderDoctor, runDoctor } from "./doctor.ts";
+import { painter } from "./format.ts";
+import { collectHistory, renderHistory } from "./history.ts";
+import { findProjectRoot } from "./project.ts";
+import { collectStatus, renderStatus } from "./status.ts";
+
+const USAGE = `opencode-teams: see and check your agent teams
+
+usage:
+  opencode-teams status [team] [--all] [--json]    agents: status, health, heartbeat age, model, pane, task
+  opencode-teams watch [team] [--interval 2]       the status table, refreshed until Ctrl-C
+  opencode-teams history <team> [--json]           agent runs: spawned, completed, interrupted, resumed...
+  opencode-teams doctor [--json]                   check tmux, opencode, the server and the storage dir
+
+options:
+  --dir <path>   project directory (default: the git worktree around the current directory)
+  --all          include terminated agents
+  --json         machine-readable output
+  --no-color     plain output even on a terminal`;
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      dir: { type: "string" },
+      all: { type: "boolean", default: false },
+      json: { type: "boolean", default: false },
+      "no-color": { type: "boolean", default: false },
+      interval: { type: "string", default: "2" },
+      help: { type: "boolean", short: "h", default: false },
+    },
+  });
+  const [command, team] = positionals;
+  if (values.help || !command) {
+    process.stdout.write(`${USAGE}\n`);
+    return command || values.help ? 0 : 2;
+  }
+  const projectRoot = findProjectRoot(values.dir ?? process.cwd());
+  const ctx = buildContext({
+    projectRoot,
+    options: parseOptions({ background: false }),
+    log: () => {},
+    localServer: new UnavailableOpencodeApi("the CLI has no OpenCode server of its own"),
+  });
+  const paint = painter(
+    Boolean(process.stdout.isTTY) && !values["no-color"] && !values.json && !process.env.NO_COLOR,
+  );
+  const print = (text: string) => process.stdout.write(`${text}\n`);
+
+  switch (command) {
+    case "status": {
+      const report = await collectStatus(ctx, team, values.all);
+      print(values.json ? JSON.stringify(report, null, 2) : renderStatus(report, paint));
+      return 0;
+    }
+    case "watch": {
+      const seconds = Math.max(0.5, Number(values.interval) || 2);
+      for (;;) {
+        const report = await collectStatus(ctx, team, values.all);
+        process.stdout.write(
+          `\u001b[2J\u001b[H${paint(`opencode-teams watch  ${report.generatedAt}  (Ctrl-C to stop)`, "bold")}\n\n`,
+        );
+        print(renderStatus(report, paint));
+        await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+      }
+    }
+    case "history": {
+      if (!team) {
+        process.stderr.write("usage: opencode-teams history <team>\n");
+        return 2;
+      }
+      const view = await collectHistory(ctx, team);
+      print(values.json ? JSON.stringify(view, null, 2) : renderHistory(view, paint));
+      return 0;
+    }
+    case "doctor": {
+      const report = await runDoctor(ctx);
+      print(values.json ? JSON.stringify(report, null, 2) : renderDoctor(report, paint));
+      return report.ok ? 0 : 1;
+    }
+    default:
+      process.stderr.write(`unknown command '${command}'\n\n${USAGE}\n`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`opencode-teams: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,84 @@
+import type { TeamsContext } from "../operations/context.ts";
+import { healthOf } from "../operations/list-agents.ts";
+import { type Cell, formatAge, HEALTH_STYLE, type Painter, renderTable, STATUS_STYLE } from "./format.ts";
+
+export interface StatusRow {
+  team: string;
+  name: string;
+  agentId: string;
+  role: string;
+  status: string;
+  health: string;
+  heartbeatAgeS: number;
+  model: string;
+  paneId: string | null;
+  tasks: string[];
+}
+
+export interface StatusReport {
+  generatedAt: string;
+  teams: string[];
+  agents: StatusRow[];
+  warnings: string[];
+}
+
+/** Read straight from the state files (no server round trips), so `watch` stays cheap and works with the server down. */
+export async function collectStatus(
+  ctx: TeamsContext,
+  teamName: string | undefined,
+  includeTerminated: boolean,
+): Promise<StatusReport> {
+  const teams = teamName ? [teamName] : await ctx.store.listTeamNames();
+  const now = ctx.clock.now();
+  const agents: StatusRow[] = [];
+  const warnings: string[] = [];
+  for (const team of teams) {
+    const config = await ctx.store.readTeam(team);
+    if (config.kind === "missing") throw new Error(`Team '${team}' does not exist`);
+    const listed = await ctx.store.listAgentViews(team);
+    warnings.push(...listed.warnings);
+    const board = await ctx.store.readTasks(team);
+    const tasks = board.kind === "ok" ? board.value.tasks : [];
+    for (const view of listed.items) {
+      const { state } = view;
+      if (state.status === "terminated" && !includeTerminated) continue;
+      agents.push({
+        team,
+        name: state.name,
+        agentId: state.agentId,
+        role: state.role,
+        status: state.status,
+        health: healthOf(view, now, ctx.options.staleThresholdMs),
+        heartbeatAgeS: Math.max(0, Math.round((now - Date.parse(view.heartbeatTs)) / 1000)),
+        model: state.model,
+        paneId: state.paneId ?? null,
+        tasks: tasks
+          .filter((t) => t.assignee === state.agentId && t.status === "in_progress")
+          .map((t) => t.id),
+      });
+    }
+  }
+  return { generatedAt: new Date(now).toISOString(), teams, agents, warnings };
+}
+
+export function renderStatus(report: StatusReport, paint: Painter): string {
+  if (report.teams.length === 0) return "No teams yet. A leader creates one with the create-team tool.";
+  const rows: Cell[][] = report.agents.map((row) => [
+    { text: row.team },
+    { text: row.name },
+    { text: row.role },
+    { text: row.status, style: STATUS_STYLE[row.status] },
+    { text: row.health, style: HEALTH_STYLE[row.health] },
+    { text: formatAge(row.heartbeatAgeS) },
+    { text: row.model },
+    { text: row.paneId ?? "-" },
+    { text: row.tasks.join(",") || "-" },
+  ]);
+  const table = renderTable(
+    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK"],
+    rows,
+    paint,
+  );
+  const warnings = report.warnings.map((w) => paint(`warning: ${w}`, "yellow"));
+  return [table, ...warnings].join("\n");
+}

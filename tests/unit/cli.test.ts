@@ -1,0 +1,99 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import path from "node:path";
+import { recordEnded, recordSpawned } from "../../src/operations/history.ts";
+import { addAgent } from "../helpers/agents.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { toolCaller } from "../helpers/tools.ts";
+
+const CLI = path.join(import.meta.dir, "..", "..", "src", "cli", "main.ts");
+let ctx: TestContext;
+
+async function cli(args: string[], env: Record<string, string> = {}) {
+  const child = Bun.spawn([process.execPath, CLI, ...args, "--dir", ctx.projectRoot], {
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, NO_COLOR: "", ...env },
+  });
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
+  return { stdout, stderr, code };
+}
+
+beforeEach(async () => {
+  ctx = await makeTestContext();
+  // The CLI reads real time; keep the fixture's clock on it so ages are small.
+  ctx.clock.set(Date.now());
+  const call = toolCaller(ctx);
+  await call("create-team", { teamName: "alpha" }, "ses_lead");
+  const worker = await addAgent(ctx, "alpha", { name: "builder", paneId: "%7", model: "mock/mock-model" });
+  await addAgent(ctx, "alpha", { name: "gone", status: "terminated" });
+  await call("create-task", { teamName: "alpha", title: "build it", assignee: worker.agentId }, "ses_lead");
+  await call("update-task", { teamName: "alpha", taskId: "task-1", status: "in_progress" }, worker.sessionId);
+  await recordSpawned(ctx, worker);
+  const old = await addAgent(ctx, "alpha", { name: "old", status: "terminated" });
+  await recordSpawned(ctx, old);
+  await recordEnded(ctx, "alpha", old.agentId, "interrupted");
+});
+afterEach(() => ctx.cleanup());
+
+describe("opencode-teams CLI", () => {
+  test("status prints a plain table when piped", async () => {
+    const { stdout, code } = await cli(["status"]);
+    expect(code).toBe(0);
+    const lines = stdout.trim().split("\n");
+    expect(lines[0]).toMatch(/^TEAM\s+NAME\s+ROLE\s+STATUS\s+HEALTH\s+HEARTBEAT\s+MODEL\s+PANE\s+TASK$/);
+    expect(stdout).toMatch(
+      /alpha\s+builder\s+worker\s+active\s+healthy\s+\d+s\s+mock\/mock-model\s+%7\s+task-1/,
+    );
+    expect(stdout).not.toContain("\u001b[");
+    expect(stdout).not.toContain("gone");
+  });
+
+  test("status --json and --all", async () => {
+    const { stdout, code } = await cli(["status", "alpha", "--json", "--all"]);
+    expect(code).toBe(0);
+    const report = JSON.parse(stdout) as { agents: { name: string; status: string; tasks: string[] }[] };
+    expect(report.agents.map((a) => a.name).sort()).toEqual(["builder", "gone", "leader", "old"]);
+    expect(report.agents.find((a) => a.name === "builder")?.tasks).toEqual(["task-1"]);
+  });
+
+  test("history lists runs newest first", async () => {
+    const { stdout, code } = await cli(["history", "alpha"]);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/old\s+worker\s+interrupted/);
+    expect(stdout).toMatch(/builder\s+worker\s+spawned/);
+    const json = JSON.parse((await cli(["history", "alpha", "--json"])).stdout) as {
+      interrupted: { name: string };
+    };
+    expect(json.interrupted.name).toBe("old");
+  });
+
+  test("unknown team and bad usage fail with a message", async () => {
+    const missing = await cli(["status", "nope"]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain("Team 'nope' does not exist");
+    expect((await cli(["history"])).code).toBe(2);
+    expect((await cli(["frobnicate"])).code).toBe(2);
+  });
+
+  test("doctor reports each check and fails when tmux is missing", async () => {
+    const ok = await cli(["doctor", "--json"]);
+    const report = JSON.parse(ok.stdout) as { ok: boolean; checks: { name: string; level: string }[] };
+    expect(report.checks.map((c) => c.name)).toEqual([
+      "tmux",
+      "opencode",
+      "storage",
+      "state files",
+      "server",
+    ]);
+    expect(report.checks.find((c) => c.name === "storage")?.level).toBe("ok");
+    const bunDir = path.dirname(process.execPath);
+    const noTmux = await cli(["doctor"], { PATH: bunDir });
+    expect(noTmux.code).toBe(1);
+    expect(noTmux.stdout).toMatch(/✗ tmux: tmux is not installed/);
+    expect(noTmux.stdout).toContain("fix: install tmux");
+  });
+});
