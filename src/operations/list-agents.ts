@@ -218,7 +218,11 @@ export async function listAgents(
   if (!input.summaryOnly) {
     if (input.grouped) {
       const groups: Partial<Record<AgentStatus, AgentListing[]>> = {};
-      for (const listing of listings) (groups[listing.lifecycle_status] ??= []).push(listing);
+      for (const listing of listings) {
+        const group = groups[listing.lifecycle_status] ?? [];
+        group.push(listing);
+        groups[listing.lifecycle_status] = group;
+      }
       output.agents = groups;
     } else {
       output.agents = listings;
