@@ -1,14 +1,24 @@
+import { existsSync } from "node:fs";
 import path from "node:path";
+import { DEFAULT_STORAGE_SUBDIR } from "./state/paths.ts";
 
 /**
  * The project root the state lives under. OpenCode reports worktree "/" for a directory outside any git repository,
- * so the worktree is only trusted when it actually contains the directory.
+ * so the worktree is only trusted when it actually contains the directory. Without one, a session opened in a
+ * sub-directory joins the nearest enclosing directory that already holds team state, so one project never ends up
+ * with two disconnected storage dirs.
  */
-export function resolveProjectRoot(input: { worktree?: string; directory: string }): string {
+export function resolveProjectRoot(
+  input: { worktree?: string; directory: string },
+  exists: (file: string) => boolean = existsSync,
+): string {
   const directory = path.resolve(input.directory);
   const worktree = input.worktree ? path.resolve(input.worktree) : undefined;
   if (worktree && worktree !== path.parse(worktree).root && isInside(directory, worktree)) return worktree;
-  return directory;
+  for (let dir = directory; ; dir = path.dirname(dir)) {
+    if (exists(path.join(dir, DEFAULT_STORAGE_SUBDIR))) return dir;
+    if (path.dirname(dir) === dir) return directory;
+  }
 }
 
 function isInside(child: string, parent: string): boolean {

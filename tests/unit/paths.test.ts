@@ -70,8 +70,14 @@ describe("storage and project roots", () => {
 
   test("the worktree is used only when it contains the directory", () => {
     expect(resolveProjectRoot({ worktree: "/repo", directory: "/repo/pkg" })).toBe("/repo");
-    expect(resolveProjectRoot({ worktree: "/", directory: "/tmp/proj" })).toBe("/tmp/proj");
-    expect(resolveProjectRoot({ worktree: "/other", directory: "/tmp/proj" })).toBe("/tmp/proj");
-    expect(resolveProjectRoot({ directory: "/tmp/proj" })).toBe("/tmp/proj");
+    expect(resolveProjectRoot({ worktree: "/", directory: "/tmp/proj" }, () => false)).toBe("/tmp/proj");
+    expect(resolveProjectRoot({ worktree: "/other", directory: "/tmp/proj" }, () => false)).toBe("/tmp/proj");
+    expect(resolveProjectRoot({ directory: "/tmp/proj" }, () => false)).toBe("/tmp/proj");
+  });
+
+  test("outside git, a sub-directory joins the enclosing directory that already has team state", () => {
+    const exists = (file: string) => file === "/tmp/proj/.opencode/opencode-teams";
+    expect(resolveProjectRoot({ worktree: "/", directory: "/tmp/proj/src/deep" }, exists)).toBe("/tmp/proj");
+    expect(resolveProjectRoot({ worktree: "/", directory: "/tmp/other" }, exists)).toBe("/tmp/other");
   });
 });
