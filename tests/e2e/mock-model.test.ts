@@ -6,6 +6,7 @@ import {
   parseDirectives,
   scriptedReply,
   startMockModel,
+  substituteSystemValues,
   waitFor,
 } from "./harness/index.ts";
 
@@ -181,4 +182,16 @@ describe("http", () => {
     await expect(pending).rejects.toThrow();
     await waitFor(() => mock.inFlight === 0, { timeoutMs: 5_000 });
   });
+});
+
+test("{{sys:key}} takes the value the system prompt gives for key", () => {
+  const system =
+    "You are an agent of team alpha.\n- agentId: 1b4e28ba-2fa1-4d2b-9f5e-3c6a1d2e4f5a\n- teamName: `alpha`";
+  expect(
+    substituteSystemValues(
+      '@@call heartbeat {"agentId":"{{sys:agentId}}","teamName":"{{sys:teamName}}"}',
+      system,
+    ),
+  ).toBe('@@call heartbeat {"agentId":"1b4e28ba-2fa1-4d2b-9f5e-3c6a1d2e4f5a","teamName":"alpha"}');
+  expect(substituteSystemValues("{{sys:missing}}", system)).toBe("{{sys:missing}}");
 });

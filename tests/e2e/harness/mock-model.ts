@@ -193,9 +193,22 @@ export function parseDirectives(text: string): Directive[] {
   return out;
 }
 
+/**
+ * `{{sys:<key>}}` in a prompt becomes the value the system prompt gives for `<key>` (a "key: value" line), so a
+ * script can use what only the session knows, e.g. `{{sys:agentId}}` from the agent identity the plugin injects.
+ */
+export function substituteSystemValues(text: string, system: string): string {
+  return text.replace(/\{\{sys:([A-Za-z_][\w-]*)\}\}/g, (whole, key: string) => {
+    const found = new RegExp(`\\b${key}\\b["'\`*]*\\s*[:=]\\s*["'\`]?([^\\s"'\`,;)]+)`).exec(system);
+    return found?.[1] ?? whole;
+  });
+}
+
 /** The scripted answer for a request (pure function of the conversation). */
-export function scriptedReply(req: Pick<MockRequest, "lastUserText" | "turnMessages">): MockReply {
-  const directives = parseDirectives(req.lastUserText);
+export function scriptedReply(
+  req: Pick<MockRequest, "lastUserText" | "turnMessages"> & { system?: string },
+): MockReply {
+  const directives = parseDirectives(substituteSystemValues(req.lastUserText, req.system ?? ""));
   const calls: ChatToolCall[] = req.turnMessages.flatMap((m) =>
     m.role === "assistant" ? (m.tool_calls ?? []) : [],
   );
