@@ -1,11 +1,16 @@
 import type { Plugin } from "@opencode-ai/plugin";
-import { createContext, createTools } from "./plugin.ts";
+import { createContext, createIdentityHook, createTools, startBackground } from "./plugin.ts";
 
 // Only the plugin itself is exported: OpenCode calls every exported function of this module as a plugin.
 export const OpencodeTeamsPlugin: Plugin = async (input, options) => {
   const ctx = createContext(input, options);
+  const liveness = startBackground(ctx);
   return {
     tool: createTools(ctx),
+    "experimental.chat.system.transform": createIdentityHook(ctx, input),
+    // Sessions living in this process report here; the monitor queues the event and returns at once.
+    event: async ({ event }) => liveness?.monitor.handleEvent(event),
+    dispose: async () => liveness?.release(),
   };
 };
 

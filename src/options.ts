@@ -24,6 +24,14 @@ export const TeamsOptionsSchema = z.object({
   serverStartTimeoutMs: z.number().int().positive().default(30_000),
   /** tmux socket name (`tmux -L`); unset means the user's default server. */
   tmuxSocket: z.string().min(1).optional(),
+  /** `select-layout` applied to a team's window after each new pane. */
+  tmuxLayout: z
+    .enum(["tiled", "even-horizontal", "even-vertical", "main-horizontal", "main-vertical"])
+    .default("tiled"),
+  /** The `opencode` binary for the project server and the agents' panes (else OPENCODE_TEAMS_OPENCODE_BIN, PATH). */
+  opencodeBin: z.string().min(1).optional(),
+  /** Pause between the 3 attempts to deliver a spawned agent's first prompt (also how long each is given to land). */
+  promptRetryDelayMs: z.number().int().min(0).default(2_000),
   /** Turn the background monitor and sweep off (the CLI and tests that drive them by hand). */
   background: z.boolean().default(true),
 });

@@ -3,19 +3,24 @@
 import type { Hooks, PluginInput } from "@opencode-ai/plugin";
 import { systemClock } from "./clock.ts";
 import type { OpencodeApi } from "./edges/opencode-api.ts";
-import { SdkOpencodeApi, serverAuthFromEnv } from "./edges/opencode-client.ts";
-import { pidAlive } from "./edges/process.ts";
+import { SdkOpencodeApi } from "./edges/opencode-client.ts";
+import { ServerManager } from "./edges/server-manager.ts";
 import { TmuxCli } from "./edges/tmux.ts";
+import { type LivenessHandle, startLiveness } from "./operations/background.ts";
 import type { Logger, TeamsContext } from "./operations/context.ts";
+import { identitySystemTransform } from "./operations/identity-prompt.ts";
 import { parseOptions, type TeamsOptions } from "./options.ts";
 import { resolveProjectRoot } from "./project-root.ts";
 import { resolveStorageRoot, StoragePaths } from "./state/paths.ts";
-import { ServerInfoSchema } from "./state/schemas.ts";
-import { readJson } from "./state/store.ts";
 import { TeamStore } from "./state/team-store.ts";
 import { agentHistoryTool } from "./tools/agent-history.ts";
+import { confirmShutdownTool } from "./tools/confirm-shutdown.ts";
 import { createTeamTool } from "./tools/create-team.ts";
+import { getAgentStatusTool } from "./tools/get-agent-status.ts";
+import { heartbeatTool } from "./tools/heartbeat.ts";
+import { killAgentTool } from "./tools/kill-agent.ts";
 import { listAgentsTool } from "./tools/list-agents.ts";
+import { spawnAgentTool } from "./tools/spawn-agent.ts";
 import { createTaskTool, listTasksTool, updateTaskTool } from "./tools/tasks.ts";
 
 function serverLogger(input: PluginInput): Logger {
@@ -27,19 +32,6 @@ function serverLogger(input: PluginInput): Logger {
   };
 }
 
-/** The project's recorded `opencode serve`, when its process is still there. */
-async function recordedProjectServer(
-  store: TeamStore,
-  projectRoot: string,
-): Promise<OpencodeApi | undefined> {
-  const info = await readJson(store.paths.serverInfo(projectRoot), ServerInfoSchema);
-  if (info.kind !== "ok" || !pidAlive(info.value.pid)) return undefined;
-  return new SdkOpencodeApi(`http://${info.value.hostname}:${info.value.port}`, {
-    directory: projectRoot,
-    ...serverAuthFromEnv(),
-  });
-}
-
 /** A context for one project; the plugin and the CLI differ only in their logger and their own server. */
 export function buildContext(input: {
   projectRoot: string;
@@ -48,6 +40,12 @@ export function buildContext(input: {
   localServer: OpencodeApi;
 }): TeamsContext {
   const store = new TeamStore(new StoragePaths(resolveStorageRoot(input.projectRoot)));
+  const servers = new ServerManager({
+    projectRoot: input.projectRoot,
+    paths: store.paths,
+    startTimeoutMs: input.options.serverStartTimeoutMs,
+    opencodeBin: input.options.opencodeBin,
+  });
   return {
     projectRoot: input.projectRoot,
     store,
@@ -55,7 +53,9 @@ export function buildContext(input: {
     options: input.options,
     log: input.log,
     edges: {
-      projectServer: () => recordedProjectServer(store, input.projectRoot),
+      projectServer: async () => (await servers.current())?.api,
+      ensureProjectServer: () => servers.ensureRunning(),
+      opencodeBinary: () => servers.opencodeBinary(),
       localServer: input.localServer,
       tmux: new TmuxCli(),
     },
@@ -80,5 +80,27 @@ export function createTools(ctx: TeamsContext): NonNullable<Hooks["tool"]> {
     "list-tasks": listTasksTool(ctx),
     "list-agents": listAgentsTool(ctx),
     "agent-history": agentHistoryTool(ctx),
+    heartbeat: heartbeatTool(ctx),
+    "get-agent-status": getAgentStatusTool(ctx),
+    "spawn-agent": spawnAgentTool(ctx),
+    "kill-agent": killAgentTool(ctx),
+    "confirm-shutdown": confirmShutdownTool(ctx),
   };
+}
+
+/** Every agent session gets its identity in the system prompt; the session title (read once) says whose it is. */
+export function createIdentityHook(ctx: TeamsContext, input: PluginInput) {
+  return identitySystemTransform(ctx, async (sessionId) => {
+    // Bounded: this runs before every model call of every session.
+    const result = await input.client.session.get({
+      path: { id: sessionId },
+      signal: AbortSignal.timeout(2_000),
+    });
+    return result.data?.title;
+  });
+}
+
+/** The event monitor and stale sweep, shared by every plugin instance of this process; off with `background: false`. */
+export function startBackground(ctx: TeamsContext): LivenessHandle | undefined {
+  return ctx.options.background ? startLiveness(ctx) : undefined;
 }

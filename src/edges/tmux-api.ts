@@ -14,6 +14,8 @@ export interface PaneSpec {
   title: string;
   /** `@name` user options set on the pane (e.g. @opencode_session_id, @agent_id). */
   options?: Record<string, string>;
+  /** `select-layout` applied to the window after the pane is added; default "tiled". */
+  layout?: string;
 }
 
 export interface PaneRef {
@@ -25,6 +27,11 @@ export interface PaneRef {
 export interface TmuxApi {
   /** tmux is installed and runnable. */
   available(): Promise<boolean>;
+  /**
+   * The name of the tmux session this process runs inside ($TMUX / $TMUX_PANE on the default server), or undefined
+   * when it runs outside tmux.
+   */
+  currentSession(): Promise<string | undefined>;
   /** Open a pane running `spec.command`; resolves with its id (e.g. "%12") and the pid of its process. */
   openPane(spec: PaneSpec): Promise<{ paneId: string; panePid: number }>;
   /** "alive": the pane exists and its process runs; "gone": it does not; "unknown": tmux could not be asked. */

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { PaneRef, PaneSpec, TmuxApi } from "./tmux-api.ts";
 
 export class TmuxError extends Error {
@@ -10,31 +11,139 @@ interface RunResult {
   stderr: string;
 }
 
-/** TmuxApi over the tmux binary. Arguments go to tmux as argv (no shell), so names need no quoting here. */
-export class TmuxCli implements TmuxApi {
-  constructor(private readonly binary = "tmux") {}
+/** Size of a detached team session before anyone attaches: tmux's 80x24 default leaves no room for several panes. */
+const DETACHED_WIDTH = 240;
+const DETACHED_HEIGHT = 64;
+const PANE_FORMAT = "#{pane_id}\t#{pane_pid}\t#{window_id}";
+/** Pane titles can be overwritten by the program in the pane (OSC 2), so the border prefers our own option. */
+const BORDER_FORMAT = " #{?#{@agent_name},#{@agent_name},#{pane_title}} ";
 
-  private async run(socket: string | undefined, args: string[]): Promise<RunResult> {
+/**
+ * tmux expands `#{...}` and `#(...)` in the values of -c, -n, -s and -T. `##` is a literal `#`, so escaping every `#`
+ * keeps a directory or name from running a command or being rewritten.
+ */
+export function escapeFormat(value: string): string {
+  return value.replaceAll("#", "##");
+}
+
+/**
+ * One argument in tmux's command language (used when a command goes through `source-file -` on stdin). Inside double
+ * quotes tmux processes backslash escapes and `$VAR`, so both are escaped, and control characters are spelled out.
+ */
+export function quoteTmuxArg(value: string): string {
+  let out = '"';
+  for (const char of value) {
+    switch (char) {
+      case "\\":
+        out += "\\\\";
+        break;
+      case '"':
+        out += '\\"';
+        break;
+      case "$":
+        out += "\\$";
+        break;
+      case "\n":
+        out += "\\n";
+        break;
+      case "\r":
+        out += "\\r";
+        break;
+      case "\t":
+        out += "\\t";
+        break;
+      default: {
+        const code = char.codePointAt(0) ?? 0;
+        out += code < 0x20 || code === 0x7f ? `\\u${code.toString(16).padStart(4, "0")}` : char;
+      }
+    }
+  }
+  return `${out}"`;
+}
+
+/**
+ * TmuxApi over the tmux binary. Commands go to tmux as argv (no shell); a command carrying environment values
+ * (secrets) is written to `tmux source-file -` on stdin instead, so no value ever appears in a process's argv.
+ */
+export class TmuxCli implements TmuxApi {
+  /** Window creation per (socket, session, window) is serialised so concurrent spawns make one window, not five. */
+  private readonly queues = new Map<string, Promise<unknown>>();
+
+  constructor(
+    private readonly binary = "tmux",
+    private readonly env: NodeJS.ProcessEnv = process.env,
+  ) {}
+
+  private clientEnv(socket: string | undefined): Record<string, string> {
+    const env: Record<string, string> = {};
+    for (const [key, value] of Object.entries(this.env)) if (value !== undefined) env[key] = value;
+    // $TMUX would point the client at the server this process runs inside; a private socket must not see it.
+    if (socket) {
+      delete env.TMUX;
+      delete env.TMUX_PANE;
+    }
+    return env;
+  }
+
+  private async run(socket: string | undefined, args: string[], stdin?: string): Promise<RunResult> {
     const argv = [this.binary, ...(socket ? ["-L", socket] : []), ...args];
-    let child: ReturnType<typeof Bun.spawn>;
+    let child: Bun.Subprocess<"pipe" | "ignore", "pipe", "pipe">;
     try {
-      child = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+      child = Bun.spawn(argv, {
+        stdin: stdin === undefined ? "ignore" : "pipe",
+        stdout: "pipe",
+        stderr: "pipe",
+        env: this.clientEnv(socket),
+      });
     } catch (error) {
       throw new TmuxError(`cannot run tmux: ${error instanceof Error ? error.message : String(error)}`);
     }
+    if (stdin !== undefined && child.stdin && typeof child.stdin !== "number") {
+      child.stdin.write(stdin);
+      await child.stdin.end();
+    }
     const [stdout, stderr, code] = await Promise.all([
-      new Response(child.stdout as ReadableStream).text(),
-      new Response(child.stderr as ReadableStream).text(),
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
       child.exited,
     ]);
     return { code, stdout, stderr };
   }
 
-  private async must(socket: string | undefined, args: string[]): Promise<string> {
-    const result = await this.run(socket, args);
-    if (result.code !== 0)
-      throw new TmuxError(`tmux ${args[0]} failed: ${result.stderr.trim() || `exit ${result.code}`}`);
+  private async must(
+    socket: string | undefined,
+    args: string[],
+    stdin?: string,
+    label = args[0],
+  ): Promise<string> {
+    const result = await this.run(socket, args, stdin);
+    if (result.code !== 0) {
+      throw new TmuxError(`tmux ${label} failed: ${result.stderr.trim() || `exit ${result.code}`}`);
+    }
     return result.stdout;
+  }
+
+  /** Run one tmux command; with `env`, through stdin so the values stay out of argv. */
+  private async command(socket: string | undefined, args: string[], env: Record<string, string>) {
+    const envArgs = Object.entries(env).flatMap(([key, value]) => ["-e", `${key}=${value}`]);
+    const [name, ...rest] = args;
+    if (!name) throw new TmuxError("empty tmux command");
+    if (envArgs.length === 0) return this.must(socket, args);
+    const line = [name, ...envArgs, ...rest].map(quoteTmuxArg).join(" ");
+    // source-file needs a running server; start-server in the same client keeps one up for the command that follows.
+    return this.must(socket, ["start-server", ";", "source-file", "-"], `${line}\n`, name);
+  }
+
+  private serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.queues.get(key) ?? Promise.resolve();
+    const next = previous.catch(() => {}).then(fn);
+    this.queues.set(key, next);
+    void next
+      .catch(() => {})
+      .finally(() => {
+        if (this.queues.get(key) === next) this.queues.delete(key);
+      });
+    return next;
   }
 
   async available(): Promise<boolean> {
@@ -45,73 +154,141 @@ export class TmuxCli implements TmuxApi {
     }
   }
 
+  async currentSession(): Promise<string | undefined> {
+    if (!this.env.TMUX) return undefined;
+    // Without -t, tmux would pick the most recently used session, not necessarily the one we run in.
+    const target = this.env.TMUX_PANE ? ["-t", this.env.TMUX_PANE] : [];
+    try {
+      const result = await this.run(undefined, ["display-message", "-p", ...target, "#{session_name}"]);
+      const name = result.stdout.replace(/\n$/, "");
+      return result.code === 0 && name !== "" ? name : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The id (@N) of the team's window, undefined when the session has none; null when the session does not exist. */
+  private async findWindow(socket: string | undefined, session: string, window: string) {
+    const result = await this.run(socket, [
+      "list-windows",
+      "-t",
+      `=${session}`,
+      "-F",
+      "#{window_id}\t#{window_name}",
+    ]);
+    if (result.code !== 0) {
+      if (/can't find session|no server running|error connecting|no such file/i.test(result.stderr))
+        return null;
+      throw new TmuxError(`tmux list-windows failed: ${result.stderr.trim() || `exit ${result.code}`}`);
+    }
+    for (const line of result.stdout.split("\n")) {
+      const [id, name] = line.split("\t");
+      if (id && name === window) return id;
+    }
+    return undefined;
+  }
+
   async openPane(spec: PaneSpec): Promise<{ paneId: string; panePid: number }> {
-    const envArgs = Object.entries(spec.env ?? {}).flatMap(([key, value]) => ["-e", `${key}=${value}`]);
-    const format = ["-P", "-F", "#{pane_id} #{pane_pid}"];
-    const target = `${spec.session}:${spec.window}`;
-    let created: string;
-    const hasSession = (await this.run(spec.socket, ["has-session", "-t", `=${spec.session}`])).code === 0;
-    if (!hasSession) {
-      created = await this.must(spec.socket, [
-        "new-session",
-        "-d",
-        "-s",
-        spec.session,
-        "-n",
-        spec.window,
-        "-c",
-        spec.cwd,
-        ...envArgs,
-        ...format,
-        "--",
-        ...spec.command,
-      ]);
-    } else {
-      const windows = await this.must(spec.socket, [
-        "list-windows",
-        "-t",
-        `=${spec.session}`,
-        "-F",
-        "#{window_name}",
-      ]);
-      const hasWindow = windows.split("\n").includes(spec.window);
-      created = hasWindow
-        ? await this.must(spec.socket, [
-            "split-window",
-            "-d",
-            "-t",
-            target,
-            "-c",
-            spec.cwd,
-            ...envArgs,
-            ...format,
-            "--",
-            ...spec.command,
-          ])
-        : await this.must(spec.socket, [
-            "new-window",
-            "-d",
-            "-t",
-            `=${spec.session}:`,
-            "-n",
-            spec.window,
-            "-c",
-            spec.cwd,
-            ...envArgs,
-            ...format,
-            "--",
-            ...spec.command,
-          ]);
+    if (spec.command.length === 0) throw new TmuxError("a pane needs a command");
+    const key = `${spec.socket ?? ""}\u0000${spec.session}\u0000${spec.window}`;
+    return this.serial(key, () => this.openPaneNow(spec));
+  }
+
+  private async openPaneNow(spec: PaneSpec): Promise<{ paneId: string; panePid: number }> {
+    const env = spec.env ?? {};
+    const format = ["-P", "-F", PANE_FORMAT];
+    // tmux runs a multi-word command with execvp, no shell, but hands a lone word to `sh -c`: wrap that one so its
+    // characters are never interpreted (exec keeps the pid, so pane_pid stays the program's).
+    const command = spec.command.length === 1 ? ["sh", "-c", 'exec "$0"', ...spec.command] : spec.command;
+    const cwd = escapeFormat(spec.cwd);
+    let created: string | undefined;
+    let newWindow = false;
+    for (let attempt = 0; created === undefined; attempt++) {
+      const windowId = await this.findWindow(spec.socket, spec.session, spec.window);
+      try {
+        if (windowId === null) {
+          newWindow = true;
+          created = await this.command(
+            spec.socket,
+            [
+              "new-session",
+              "-d",
+              "-s",
+              escapeFormat(spec.session),
+              "-n",
+              escapeFormat(spec.window),
+              "-x",
+              String(DETACHED_WIDTH),
+              "-y",
+              String(DETACHED_HEIGHT),
+              "-c",
+              cwd,
+              ...format,
+              "--",
+              ...command,
+            ],
+            env,
+          );
+        } else if (windowId === undefined) {
+          newWindow = true;
+          created = await this.command(
+            spec.socket,
+            [
+              "new-window",
+              "-d",
+              "-t",
+              `=${spec.session}:`,
+              "-n",
+              escapeFormat(spec.window),
+              "-c",
+              cwd,
+              ...format,
+              "--",
+              ...command,
+            ],
+            env,
+          );
+        } else {
+          created = await this.command(
+            spec.socket,
+            ["split-window", "-d", "-t", windowId, "-c", cwd, ...format, "--", ...command],
+            env,
+          );
+        }
+      } catch (error) {
+        // Another process created the session between our look and our create: look again, once.
+        if (attempt === 0 && error instanceof TmuxError && /duplicate session/i.test(error.message)) continue;
+        throw error;
+      }
     }
-    const [paneId, pidText] = created.trim().split(" ");
-    if (!paneId?.startsWith("%") || !pidText)
-      throw new TmuxError(`tmux did not report the new pane: ${created.trim()}`);
-    await this.must(spec.socket, ["select-pane", "-t", paneId, "-T", spec.title]);
-    for (const [name, value] of Object.entries(spec.options ?? {})) {
-      await this.must(spec.socket, ["set-option", "-p", "-t", paneId, `@${name}`, value]);
+    const [paneId, pidText, windowId] = created.trim().split("\t");
+    const panePid = Number(pidText);
+    if (!paneId?.startsWith("%") || !windowId?.startsWith("@") || !Number.isInteger(panePid) || panePid <= 0)
+      throw new TmuxError(`tmux did not report the new pane: ${JSON.stringify(created.trim())}`);
+    try {
+      await this.must(spec.socket, ["select-pane", "-t", paneId, "-T", escapeFormat(spec.title)]);
+      for (const [name, value] of Object.entries(spec.options ?? {})) {
+        await this.must(spec.socket, ["set-option", "-p", "-t", paneId, `@${name}`, value]);
+      }
+      if (newWindow) {
+        // Only our own team window gets borders with agent names; the user's other windows stay as they were.
+        await this.must(spec.socket, ["set-option", "-w", "-t", windowId, "pane-border-status", "top"]);
+        await this.must(spec.socket, [
+          "set-option",
+          "-w",
+          "-t",
+          windowId,
+          "pane-border-format",
+          BORDER_FORMAT,
+        ]);
+      }
+      await this.must(spec.socket, ["select-layout", "-t", windowId, spec.layout ?? "tiled"]);
+    } catch (error) {
+      // A half-configured pane would still run the command; the caller expects all or nothing.
+      await this.run(spec.socket, ["kill-pane", "-t", paneId]).catch(() => {});
+      throw error;
     }
-    await this.run(spec.socket, ["select-layout", "-t", target, "tiled"]);
-    return { paneId, panePid: Number(pidText) };
+    return { paneId, panePid };
   }
 
   async paneState(ref: PaneRef): Promise<"alive" | "gone" | "unknown"> {
@@ -129,7 +306,7 @@ export class TmuxCli implements TmuxApi {
     }
     if (result.code !== 0) {
       // A missing pane and a server that is not running both mean the pane is gone.
-      return /can't find|no server running|not found|error connecting/i.test(result.stderr)
+      return /can't find|no server running|not found|error connecting|no such file/i.test(result.stderr)
         ? "gone"
         : "unknown";
     }
@@ -139,7 +316,16 @@ export class TmuxCli implements TmuxApi {
   }
 
   async sendText(ref: PaneRef, text: string): Promise<void> {
-    await this.must(ref.socket, ["send-keys", "-t", ref.paneId, "-l", text]);
+    // A paste, not keystrokes: newlines in the text would otherwise submit it line by line. The buffer is loaded from
+    // stdin so the text never shows in argv and has no length limit.
+    const buffer = `oct-${randomBytes(6).toString("hex")}`;
+    await this.must(ref.socket, ["load-buffer", "-b", buffer, "-"], text);
+    try {
+      await this.must(ref.socket, ["paste-buffer", "-p", "-d", "-b", buffer, "-t", ref.paneId]);
+    } catch (error) {
+      await this.run(ref.socket, ["delete-buffer", "-b", buffer]).catch(() => {});
+      throw error;
+    }
     await this.must(ref.socket, ["send-keys", "-t", ref.paneId, "Enter"]);
   }
 
@@ -147,6 +333,16 @@ export class TmuxCli implements TmuxApi {
     if ((await this.paneState(ref)) === "gone") return;
     // `opencode attach` may ignore SIGHUP: interrupt it first, then remove the pane.
     await this.run(ref.socket, ["send-keys", "-t", ref.paneId, "C-c"]);
-    await this.run(ref.socket, ["kill-pane", "-t", ref.paneId]);
+    await Bun.sleep(100);
+    const killed = await this.run(ref.socket, ["kill-pane", "-t", ref.paneId]);
+    for (let i = 0; i < 20; i++) {
+      const state = await this.paneState(ref);
+      if (state === "gone") return;
+      if (state === "unknown" && killed.code !== 0) break;
+      await Bun.sleep(50);
+    }
+    throw new TmuxError(
+      `tmux kill-pane ${ref.paneId} did not remove the pane${killed.stderr.trim() ? `: ${killed.stderr.trim()}` : ""}`,
+    );
   }
 }

@@ -1,5 +1,6 @@
 import type { Clock } from "../clock.ts";
 import type { OpencodeApi } from "../edges/opencode-api.ts";
+import type { ProjectServer } from "../edges/server-manager.ts";
 import type { TmuxApi } from "../edges/tmux-api.ts";
 import type { TeamsOptions } from "../options.ts";
 import type { TeamStore } from "../state/team-store.ts";
@@ -11,6 +12,14 @@ export type Logger = (level: LogLevel, message: string, extra?: Record<string, u
 export interface TeamsEdges {
   /** The project's `opencode serve` where agents' sessions live, or undefined when it is not running. */
   projectServer(): Promise<OpencodeApi | undefined>;
+  /**
+   * The project's server, started (detached, in the project root) when it is not running. Only spawning starts a
+   * server; everything else uses projectServer(). Throws ServerStartError ("Failed to start OpenCode server: ...").
+   * Absent where nothing is ever spawned (test fixtures of other operations).
+   */
+  ensureProjectServer?(): Promise<ProjectServer>;
+  /** The `opencode` binary the agents' panes run (`opencode attach`): the one the project server runs. Default "opencode". */
+  opencodeBinary?(): string;
   /** The OpenCode server of this process (the one that loaded the plugin); hosts the leader's session when the leader runs here. */
   localServer: OpencodeApi;
   tmux: TmuxApi;

@@ -56,14 +56,17 @@ export type SlotRead =
 export async function readSlot(file: string): Promise<SlotRead> {
   let problem = "";
   for (let attempt = 0; attempt < TORN_READ_RETRIES; attempt++) {
-    let text: string;
+    let bytes: Buffer;
     try {
-      text = await readFile(file, "utf8");
+      bytes = await readFile(file);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "missing" };
       throw error;
     }
-    const decoded = decodeSlot(text);
+    // Decode only up to the record's closing brace: turning 16 KiB of padding into a string and trimming it costs
+    // more than the rest of the read, and a sweep reads one slot per agent.
+    const end = bytes.lastIndexOf(0x7d);
+    const decoded = decodeSlot(bytes.toString("utf8", 0, end < 0 ? bytes.length : end + 1));
     if (decoded.ok) return { kind: "ok", record: decoded.record };
     problem = decoded.problem;
   }

@@ -102,6 +102,8 @@ export const AgentStateSchema = z.object({
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
   outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),
   shutdownRequestedAt: isoDate.optional(),
+  /** Set by the agent's own `confirm-shutdown` call: a graceful kill may finish now. */
+  shutdownConfirmedAt: isoDate.optional(),
   tags: z.array(z.string()).default([]),
 });
 export type AgentState = z.infer<typeof AgentStateSchema>;
@@ -117,6 +119,11 @@ export const HeartbeatRecordSchema = z.object({
   source: HeartbeatSourceSchema,
   updates: z.number().int().min(0),
   metadata: HeartbeatMetadataSchema.optional(),
+  /**
+   * Last sign of life from the agent itself (a tool heartbeat or an OpenCode event), as opposed to the sweep vouching
+   * for a busy session: caps how long "busy" alone keeps an agent alive.
+   */
+  lastEventAt: isoDate.optional(),
 });
 export type HeartbeatRecord = z.infer<typeof HeartbeatRecordSchema>;
 

@@ -179,16 +179,18 @@ export class TeamStore {
 
   async appendInbox(message: Omit<InboxMessage, "version" | "id">): Promise<InboxMessage> {
     const full: InboxMessage = { version: 1, id: uuidv4(), ...message };
-    const stamp = full.createdAt.replace(/[:.]/g, "-");
-    const file = path.join(this.paths.inboxDir(full.teamName, full.to), `${stamp}-${full.id}.json`);
-    await createJson(file, InboxMessageSchema, full);
+    await createJson(this.inboxMessageFile(full), InboxMessageSchema, full);
     return full;
   }
 
-  async markInboxDelivered(message: InboxMessage, deliveredAt: string): Promise<void> {
+  /** Where one inbox message lives: named by creation time, so a directory listing sorts oldest first. */
+  inboxMessageFile(message: Pick<InboxMessage, "teamName" | "to" | "createdAt" | "id">): string {
     const stamp = message.createdAt.replace(/[:.]/g, "-");
-    const file = path.join(this.paths.inboxDir(message.teamName, message.to), `${stamp}-${message.id}.json`);
-    await writeJson(file, InboxMessageSchema, { ...message, deliveredAt });
+    return path.join(this.paths.inboxDir(message.teamName, message.to), `${stamp}-${message.id}.json`);
+  }
+
+  async markInboxDelivered(message: InboxMessage, deliveredAt: string): Promise<void> {
+    await writeJson(this.inboxMessageFile(message), InboxMessageSchema, { ...message, deliveredAt });
   }
 
   async readInbox(teamName: string, agentId: string): Promise<Listed<InboxMessage>> {

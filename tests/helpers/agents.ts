@@ -1,10 +1,10 @@
 import { v4 as uuidv4 } from "uuid";
+import type { TeamsContext } from "../../src/operations/context.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
-import type { TestContext } from "./context.ts";
 
 /** Register an agent directly in state (as spawn would), for tests of what happens after a spawn. */
 export async function addAgent(
-  ctx: TestContext,
+  ctx: TeamsContext,
   teamName: string,
   overrides: Partial<AgentState> = {},
 ): Promise<AgentState> {

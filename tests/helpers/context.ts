@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { ManualClock } from "../../src/clock.ts";
+import { ServerStartError } from "../../src/edges/server-manager.ts";
 import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
@@ -16,6 +17,10 @@ export interface TestContext extends TeamsContext {
   /** This process's own server (hosts the leader's session). */
   local: FakeOpencode;
   tmux: FakeTmux;
+  /** When set, ensureProjectServer() fails with `Failed to start OpenCode server: <this>`. */
+  serverStartFailure: string | undefined;
+  /** How many times ensureProjectServer() was called. */
+  serverEnsureCalls: number;
   logs: { level: LogLevel; message: string }[];
   cleanup(): Promise<void>;
 }
@@ -40,8 +45,31 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
     local,
     tmux,
     projectServerUp: true,
+    serverStartFailure: undefined,
+    serverEnsureCalls: 0,
     edges: {
       projectServer: async () => (ctx.projectServerUp ? server : undefined),
+      ensureProjectServer: async () => {
+        ctx.serverEnsureCalls++;
+        if (ctx.serverStartFailure !== undefined) throw new ServerStartError(ctx.serverStartFailure);
+        ctx.projectServerUp = true;
+        const port = Number(new URL(server.baseUrl).port);
+        return {
+          api: server,
+          url: server.baseUrl,
+          info: {
+            version: 1,
+            projectPath: projectRoot,
+            pid: process.pid,
+            port,
+            hostname: "127.0.0.1",
+            startedAt: new Date(ctx.clock.now()).toISOString(),
+            activeSessions: 0,
+            logPath: store.paths.serverLog(projectRoot),
+          },
+        };
+      },
+      opencodeBinary: () => "opencode",
       localServer: local,
       tmux,
     },

@@ -161,10 +161,18 @@ export class FakeTmux implements TmuxApi {
   installed = true;
   failOpen = false;
   panes = new Map<string, FakePane>();
+  /** The tmux session this process "runs inside" ($TMUX); undefined: outside tmux. */
+  insideSession: string | undefined;
+  /** Called for text typed into a pane (e.g. to make the fake server see the typed prompt). */
+  onType: ((pane: FakePane, text: string) => void) | undefined;
   private next = 1;
 
   async available(): Promise<boolean> {
     return this.installed;
+  }
+
+  async currentSession(): Promise<string | undefined> {
+    return this.insideSession;
   }
 
   async openPane(spec: PaneSpec): Promise<{ paneId: string; panePid: number }> {
@@ -185,6 +193,7 @@ export class FakeTmux implements TmuxApi {
     const pane = this.panes.get(ref.paneId);
     if (!pane?.alive) throw new Error(`tmux send-keys failed: can't find pane ${ref.paneId}`);
     pane.typed.push(text);
+    this.onType?.(pane, text);
   }
 
   async closePane(ref: PaneRef): Promise<void> {

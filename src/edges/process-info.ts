@@ -1,0 +1,94 @@
+import { readFileSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
+import { pidAlive } from "./process.ts";
+
+/** argv of a running process, or undefined when it is gone or cannot be read. Linux reads /proc; elsewhere `ps`. */
+export async function processCommandLine(pid: number): Promise<string[] | undefined> {
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  try {
+    const raw = await readFile(`/proc/${pid}/cmdline`, "utf8");
+    const argv = raw.split("\u0000").filter((part) => part !== "");
+    return argv.length > 0 ? argv : undefined;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT" && process.platform === "linux") return undefined;
+  }
+  try {
+    const child = Bun.spawn(["ps", "-o", "command=", "-p", String(pid)], {
+      stdout: "pipe",
+      stderr: "ignore",
+    });
+    const text = (await new Response(child.stdout).text()).trim();
+    return (await child.exited) === 0 && text !== "" ? text.split(/\s+/) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Direct children of `pid` (Linux only; [] elsewhere): what an attach process may have started. */
+export async function childPids(pid: number): Promise<number[]> {
+  let entries: string[];
+  try {
+    entries = await readdir("/proc");
+  } catch {
+    return [];
+  }
+  const children: number[] = [];
+  await Promise.all(
+    entries
+      .filter((entry) => /^\d+$/.test(entry))
+      .map(async (entry) => {
+        try {
+          const stat = await readFile(`/proc/${entry}/stat`, "utf8");
+          // Field 4 is the parent pid; the command name before it is parenthesised and may contain spaces.
+          const afterName = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+          if (Number(afterName[1]) === pid) children.push(Number(entry));
+        } catch {
+          // exited while we looked
+        }
+      }),
+  );
+  return children;
+}
+
+/** Alive and not a zombie: a killed child of a parent that has not reaped it yet is gone for our purposes. */
+export function processRunning(pid: number): boolean {
+  if (!pidAlive(pid)) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    // No /proc (not Linux) or it exited meanwhile: trust the signal probe.
+    return pidAlive(pid);
+  }
+}
+
+async function waitGone(pid: number, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (processRunning(pid)) {
+    if (Date.now() >= deadline) return false;
+    await Bun.sleep(50);
+  }
+  return true;
+}
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // already gone
+  }
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`; true once the process is gone. */
+export async function terminateProcess(pid: number, graceMs = 1_000): Promise<boolean> {
+  if (!processRunning(pid)) return true;
+  signal(pid, "SIGTERM");
+  if (await waitGone(pid, graceMs)) return true;
+  signal(pid, "SIGKILL");
+  return waitGone(pid, 2_000);
+}
+
+/** Wait up to `ms` for a process to exit by itself. */
+export function waitForExit(pid: number, ms: number): Promise<boolean> {
+  return waitGone(pid, ms);
+}

@@ -1,0 +1,147 @@
+import path from "node:path";
+import { serverAuthFromEnv } from "../edges/opencode-client.ts";
+import { childPids, processCommandLine, terminateProcess, waitForExit } from "../edges/process-info.ts";
+import { withFileLock } from "../state/lock.ts";
+import type { AgentRole, TmuxPlacement } from "../state/schemas.ts";
+import type { TeamsContext } from "./context.ts";
+
+/** A team's window lives in a detached session of this name when the leader does not run inside tmux. */
+export function teamSessionName(teamName: string): string {
+  return `teams-${teamName}`;
+}
+
+export function teamWindowName(teamName: string): string {
+  return `team-${teamName}`;
+}
+
+/**
+ * Where a team's panes go: its own window, in the user's tmux session when this process runs inside tmux (and no
+ * private socket is configured), otherwise in a detached session named after the team that the user can attach to.
+ */
+export async function resolvePlacement(ctx: TeamsContext, teamName: string): Promise<TmuxPlacement> {
+  const window = teamWindowName(teamName);
+  const socket = ctx.options.tmuxSocket;
+  if (!socket) {
+    const current = await ctx.edges.tmux.currentSession();
+    if (current) return { session: current, window };
+  }
+  return { ...(socket ? { socket } : {}), session: teamSessionName(teamName), window };
+}
+
+export interface AgentPaneInput {
+  teamName: string;
+  agentId: string;
+  name: string;
+  role: AgentRole;
+  color: string;
+  sessionId: string;
+  cwd: string;
+  serverUrl: string;
+}
+
+export interface AgentPane {
+  paneId: string;
+  attachPid: number;
+  placement: TmuxPlacement;
+  /** Date.now() when the pane was opened. */
+  openedAt: number;
+}
+
+/**
+ * How long a fresh pane must stay up before we believe its command started (a missing binary exits at once), how
+ * long a closed pane's attach process gets to exit by itself, and how long `opencode attach` needs after the pane
+ * opened before typed input reaches its prompt (earlier keystrokes are lost; measured 1-5 s on a loaded 2-core
+ * machine). Mutable for unit tests with fake panes.
+ */
+export const paneTiming = { settleMs: 250, exitGraceMs: 1_500, tuiReadyMs: 6_000 };
+
+/**
+ * Open the agent's pane running `opencode attach` on its session. The password reaches the pane through its
+ * environment only. Pane creation for one team is serialised across processes so concurrent spawns share one window.
+ */
+export async function openAgentPane(ctx: TeamsContext, input: AgentPaneInput): Promise<AgentPane> {
+  const placement = await resolvePlacement(ctx, input.teamName);
+  const { password, username } = serverAuthFromEnv();
+  const env: Record<string, string> = password
+    ? { OPENCODE_SERVER_PASSWORD: password, OPENCODE_SERVER_USERNAME: username ?? "opencode" }
+    : {};
+  const command = [
+    ctx.edges.opencodeBinary?.() ?? "opencode",
+    "attach",
+    input.serverUrl,
+    "--session",
+    input.sessionId,
+    "--dir",
+    input.cwd,
+  ];
+  const lockFile = path.join(ctx.store.paths.teamDir(input.teamName), "tmux");
+  const openedAt = Date.now();
+  const { paneId, panePid } = await withFileLock(
+    lockFile,
+    () =>
+      ctx.edges.tmux.openPane({
+        ...placement,
+        cwd: input.cwd,
+        command,
+        env,
+        title: `${input.name} (${input.role})`,
+        layout: ctx.options.tmuxLayout,
+        options: {
+          opencode_session_id: input.sessionId,
+          agent_id: input.agentId,
+          agent_name: input.name,
+          agent_color: input.color,
+          team_name: input.teamName,
+        },
+      }),
+    ctx.store.lockTiming,
+  );
+  await Bun.sleep(paneTiming.settleMs);
+  if ((await ctx.edges.tmux.paneState({ socket: placement.socket, paneId })) === "gone") {
+    throw new Error(`the pane's command exited right away; is '${command[0]}' a runnable opencode binary?`);
+  }
+  return { paneId, attachPid: panePid, placement, openedAt };
+}
+
+export interface PaneOwner {
+  sessionId: string;
+  paneId?: string;
+  attachPid?: number;
+  tmux?: TmuxPlacement;
+}
+
+/** Whether a pid still runs the `opencode attach` we started for this session (a reused pid belongs to someone else). */
+async function isOurAttach(pid: number, sessionId: string): Promise<boolean> {
+  const argv = await processCommandLine(pid);
+  return argv?.includes("attach") === true && argv.includes(sessionId);
+}
+
+/**
+ * Close an agent's pane (C-c, then kill-pane) and make sure its `opencode attach` process is gone: a survivor is
+ * signalled by the pid we recorded, and only while that pid still runs attach on this agent's session.
+ * Returns warnings for whatever could not be cleaned up.
+ */
+export async function closeAgentPane(ctx: TeamsContext, owner: PaneOwner): Promise<string[]> {
+  const warnings: string[] = [];
+  if (owner.paneId) {
+    try {
+      await ctx.edges.tmux.closePane({ socket: owner.tmux?.socket, paneId: owner.paneId });
+    } catch (error) {
+      warnings.push(
+        `Could not close pane ${owner.paneId}: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+  }
+  const pid = owner.attachPid;
+  if (pid === undefined) return warnings;
+  if (await waitForExit(pid, paneTiming.exitGraceMs)) return warnings;
+  if (!(await isOurAttach(pid, owner.sessionId))) return warnings;
+  const children = await childPids(pid);
+  ctx.log("warn", `opencode attach ${pid} outlived its pane; terminating it`, { sessionId: owner.sessionId });
+  const [gone] = await Promise.all([
+    terminateProcess(pid),
+    ...children.map((child) => terminateProcess(child)),
+  ]);
+  if (!gone) warnings.push(`opencode attach process ${pid} survived SIGKILL`);
+  return warnings;
+}

@@ -1,0 +1,124 @@
+import type { AgentState, TeamConfig } from "../state/schemas.ts";
+import type { TeamsContext } from "./context.ts";
+import { notifyLeader } from "./notify.ts";
+import { recountActiveSessions } from "./server-sessions.ts";
+import { reassignTasksOf } from "./task.ts";
+
+/** Why the liveness machinery gave up on an agent. */
+export type InactiveCause =
+  /** No heartbeat for `graceMisses` sweeps. */
+  | "stale"
+  /** The server kept saying "busy" but nothing happened for longer than `busyCapMs`. */
+  | "busy_cap"
+  /** The sweep found its session missing on the server. */
+  | "session_gone"
+  /** The sweep found its tmux pane gone. */
+  | "pane_gone"
+  /** The server announced the session's deletion (`session.deleted`). */
+  | "session_deleted";
+
+export interface InactiveAgent {
+  /** The agent's state as written, status `inactive`. */
+  agent: AgentState;
+  cause: InactiveCause;
+  reason: string;
+  /** Ids of the tasks handed back to pending. */
+  tasks: string[];
+}
+
+/**
+ * Called once for every batch of agents declared inactive, by the one process that made the transition (it happens
+ * under the agent's lock, so a second sweeper or monitor sees the agent inactive already and calls nobody).
+ */
+export type InactiveListener = (
+  ctx: TeamsContext,
+  teamName: string,
+  agents: readonly InactiveAgent[],
+) => void | Promise<void>;
+
+const listeners = new Set<InactiveListener>();
+
+/**
+ * Hook for other modules (agent history records these runs as "interrupted"). Returns the function that removes the
+ * listener. Listeners run after the tasks were handed back and the leader was notified; a failing listener is logged
+ * and never undoes or blocks the transition.
+ */
+export function onAgentsInactive(listener: InactiveListener): () => void {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
+}
+
+/** The state an agent is left in once declared inactive. */
+export function markedInactive(agent: AgentState, reason: string, nowIso: string): AgentState {
+  return { ...agent, status: "inactive", statusReason: reason, updatedAt: nowIso };
+}
+
+export function inactiveNotice(agents: readonly InactiveAgent[]): string {
+  return agents
+    .map(
+      ({ agent, reason, tasks }) =>
+        `Agent ${agent.name} (${agent.agentId}) became inactive: ${reason}. Tasks returned to pending: ${
+          tasks.length > 0 ? tasks.join(", ") : "none"
+        }.`,
+    )
+    .join("\n");
+}
+
+/**
+ * What follows agents of one team going inactive: one task-board write for all of them, one notice to the leader
+ * (one line per agent), then the listeners.
+ */
+export async function handOverInactive(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  deaths: readonly Omit<InactiveAgent, "tasks">[],
+): Promise<InactiveAgent[]> {
+  if (deaths.length === 0) return [];
+  const byAgent = await reassignTasksOf(
+    ctx,
+    team.name,
+    deaths.map((death) => death.agent.agentId),
+    "its owner became inactive",
+  );
+  const agents = deaths.map((death) => ({ ...death, tasks: byAgent.get(death.agent.agentId) ?? [] }));
+  try {
+    await notifyLeader(ctx, team, {
+      type: "agent_inactive",
+      text: inactiveNotice(agents),
+      data: {
+        agents: agents.map(({ agent, cause, reason, tasks }) => ({
+          agentId: agent.agentId,
+          name: agent.name,
+          cause,
+          reason,
+          tasks,
+        })),
+      },
+    });
+  } catch (error) {
+    ctx.log("error", "could not write the inactive notice to the leader's inbox", {
+      team: team.name,
+      error: error instanceof Error ? error.message : String(error),
+    });
+  }
+  // ServerInfo.activeSessions counts running agent sessions; these just stopped counting.
+  await recountActiveSessions(ctx).catch((error: unknown) => {
+    ctx.log("warn", "could not update the server's activeSessions", {
+      error: error instanceof Error ? error.message : String(error),
+    });
+  });
+  for (const listener of listeners) {
+    try {
+      await listener(ctx, team.name, agents);
+    } catch (error) {
+      ctx.log("error", "an onAgentsInactive listener failed", {
+        team: team.name,
+        error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+      });
+    }
+  }
+  ctx.log("info", `${agents.length} agent(s) of team ${team.name} became inactive`, {
+    agents: agents.map(({ agent, reason }) => `${agent.name}: ${reason}`),
+  });
+  return agents;
+}

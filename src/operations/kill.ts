@@ -1,0 +1,326 @@
+import { isoNow } from "../clock.ts";
+import type { ModelRef } from "../edges/opencode-api.ts";
+import { assertAgentId, assertTeamName } from "../state/paths.ts";
+import type { AgentState, AgentStatus, TeamConfig } from "../state/schemas.ts";
+import { closeAgentPane } from "./agent-pane.ts";
+import { releaseColor } from "./color-pool.ts";
+import type { TeamsContext } from "./context.ts";
+import { loadTeam, requireLeader } from "./identity.ts";
+import { agentEnded, type EndedStatus } from "./lifecycle.ts";
+import { CallerError, fail, type OpResult } from "./result.ts";
+import { recountActiveSessions } from "./server-sessions.ts";
+import { reassignTasksOf } from "./task.ts";
+
+export interface KillAgentInput {
+  teamName: string;
+  agentId: string;
+  force?: boolean;
+  reason?: string;
+}
+
+/**
+ * How the kill ended. graceful: "confirmed" (the agent called confirm-shutdown). force: "forced" (asked for),
+ * "timeout" (no confirmation in time), "unreachable" (the shutdown request could not be sent), "not_running" (the
+ * agent was not running a session that could answer: spawning or inactive).
+ */
+export type KillPhase = "confirmed" | "timeout" | "unreachable" | "forced" | "not_running";
+
+export interface KillAgentOutput {
+  method: "graceful" | "force";
+  phase: KillPhase;
+  reassignedTasks: string[];
+  warnings?: string[];
+}
+
+export interface KillOptions {
+  /** The tool call's abort signal: stop waiting for a confirmation and finish as force. */
+  signal?: AbortSignal;
+  progress?: (step: string) => void;
+}
+
+/** Statuses in which an agent's model is running turns and can be asked to shut down. */
+const ANSWERING: ReadonlySet<AgentStatus> = new Set(["active", "idle", "shutting_down"]);
+const RUNNING: ReadonlySet<AgentStatus> = new Set(["spawning", "active", "idle", "shutting_down"]);
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function modelRefOf(agent: AgentState): ModelRef | undefined {
+  const slash = agent.model.indexOf("/");
+  if (slash <= 0) return undefined;
+  return { providerID: agent.model.slice(0, slash), modelID: agent.model.slice(slash + 1) };
+}
+
+export function shutdownRequestText(
+  agent: AgentState,
+  reason: string | undefined,
+  timeoutMs: number,
+): string {
+  const ids = `{"teamName": ${JSON.stringify(agent.teamName)}, "agentId": ${JSON.stringify(agent.agentId)}}`;
+  return [
+    `The team leader asks you to shut down${reason ? `: ${reason}` : "."}`,
+    `Start no new work. Finish or save the step you are on within ${Math.round(timeoutMs / 1000)} seconds, ` +
+      `then call the \`confirm-shutdown\` tool with ${ids} and end your turn. Your session is closed after that.`,
+  ].join("\n");
+}
+
+async function readAgentOrFail(ctx: TeamsContext, team: TeamConfig, agentId: string): Promise<AgentState> {
+  const read = await ctx.store.readAgent(team.name, agentId);
+  if (read.kind === "ok") return read.value;
+  if (read.kind === "corrupt") throw new CallerError(`Agent '${agentId}' cannot be read: ${read.warning}`);
+  throw new CallerError(`Agent '${agentId}' not found in team '${team.name}'`);
+}
+
+/** Wait, in wall-clock time, until the agent confirms, is terminated by someone else, or the deadline passes. */
+async function awaitConfirmation(
+  ctx: TeamsContext,
+  agent: AgentState,
+  deadline: number,
+  signal: AbortSignal | undefined,
+): Promise<"confirmed" | "terminated" | "timeout"> {
+  const interval = Math.max(10, Math.min(250, ctx.options.shutdownTimeoutMs / 20));
+  for (;;) {
+    const read = await ctx.store.readAgent(agent.teamName, agent.agentId);
+    if (read.kind === "ok") {
+      if (read.value.status === "terminated") return "terminated";
+      if (read.value.shutdownConfirmedAt) return "confirmed";
+    }
+    if (Date.now() >= deadline || signal?.aborted) return "timeout";
+    await Bun.sleep(Math.min(interval, Math.max(0, deadline - Date.now())));
+  }
+}
+
+/** Mark the agent shutting_down (once) and send it the request; false when the request could not be sent. */
+async function requestShutdown(
+  ctx: TeamsContext,
+  agent: AgentState,
+  reason: string | undefined,
+): Promise<{ sent: boolean; requestedAt: number; warning?: string }> {
+  if (agent.status === "shutting_down" && agent.shutdownRequestedAt) {
+    return { sent: true, requestedAt: Date.parse(agent.shutdownRequestedAt) };
+  }
+  const server = await ctx.edges.projectServer();
+  if (!server)
+    return { sent: false, requestedAt: Date.now(), warning: "the project's OpenCode server is not running" };
+  const requestedAt = Date.now();
+  const now = isoNow(ctx.clock);
+  await ctx.store.updateAgent(agent.teamName, agent.agentId, (current) =>
+    current && current.status !== "terminated"
+      ? {
+          ...current,
+          status: "shutting_down",
+          shutdownRequestedAt: now,
+          statusReason: reason ?? "shutdown requested by the leader",
+          updatedAt: now,
+        }
+      : undefined,
+  );
+  try {
+    const model = modelRefOf(agent);
+    await server.promptAsync(
+      agent.sessionId,
+      shutdownRequestText(agent, reason, ctx.options.shutdownTimeoutMs),
+      model ? { model } : {},
+    );
+    return { sent: true, requestedAt };
+  } catch (error) {
+    return { sent: false, requestedAt, warning: `could not send the shutdown request: ${message(error)}` };
+  }
+}
+
+export interface FinishResult {
+  reassignedTasks: string[];
+  warnings: string[];
+}
+
+export interface FinishHow {
+  /** Kept as the agent's statusReason and given to the history. */
+  reason: string;
+  /** AgentState.outcome to record (an agent that already ended, e.g. inactive, keeps the one it has). */
+  outcome: NonNullable<AgentState["outcome"]>;
+  /** History status for a run that was still going. */
+  history: EndedStatus;
+  /** Leave the pane open for a human to read (a team with keepPanes, on completion). */
+  keepPane?: boolean;
+}
+
+/**
+ * End an agent for good: abort its session, close its pane and make sure its attach process is gone, hand its
+ * in_progress tasks back, release its color, mark it terminated, recount the server's active sessions and record
+ * the end. Every step is idempotent, so two finishers racing do no harm; the status write decides who records it.
+ * Shared by kill-agent and whatever else ends an agent (completion).
+ */
+export async function finishAgent(
+  ctx: TeamsContext,
+  agent: AgentState,
+  how: FinishHow,
+): Promise<FinishResult> {
+  const warnings: string[] = [];
+  const server = await ctx.edges.projectServer();
+  if (server) {
+    await server.abortSession(agent.sessionId).catch((error: unknown) => {
+      warnings.push(`Could not abort session ${agent.sessionId}: ${message(error)}`);
+    });
+  } else if (RUNNING.has(agent.status)) {
+    warnings.push("The project's OpenCode server is not running; there was no session to abort");
+  }
+  // Re-read: a resume or spawn may have recorded a pane after `agent` was read.
+  const latest = await ctx.store.readAgent(agent.teamName, agent.agentId);
+  const current = latest.kind === "ok" ? latest.value : agent;
+  if (!how.keepPane) warnings.push(...(await closeAgentPane(ctx, current)));
+
+  const reassigned = await reassignTasksOf(
+    ctx,
+    agent.teamName,
+    [agent.agentId],
+    `agent ${agent.name} ended: ${how.reason}`,
+  );
+  await releaseColor(ctx, agent.agentId);
+
+  const now = isoNow(ctx.clock);
+  let wasRunning = false;
+  let endedBy: AgentState | undefined;
+  await ctx.store.updateAgent(agent.teamName, agent.agentId, (state) => {
+    if (!state || state.status === "terminated") return undefined;
+    wasRunning = RUNNING.has(state.status);
+    endedBy = {
+      ...state,
+      status: "terminated",
+      terminatedAt: now,
+      updatedAt: now,
+      statusReason: how.reason,
+      outcome: wasRunning ? how.outcome : (state.outcome ?? how.outcome),
+    };
+    return endedBy;
+  });
+  await recountActiveSessions(ctx).catch((error: unknown) => {
+    warnings.push(`Could not update activeSessions: ${message(error)}`);
+  });
+  if (endedBy && wasRunning) warnings.push(...(await agentEnded(ctx, endedBy, how.history, how.reason)));
+  return { reassignedTasks: reassigned.get(agent.agentId) ?? [], warnings };
+}
+
+/**
+ * kill-agent: leader only; not the leader itself; not an agent already terminated. Graceful by default: the agent is
+ * asked to finish and confirm (confirm-shutdown) and is finished as force when it does not within shutdownTimeoutMs.
+ */
+export async function killAgent(
+  ctx: TeamsContext,
+  input: KillAgentInput,
+  callerSessionId: string,
+  options: KillOptions = {},
+): Promise<OpResult<KillAgentOutput>> {
+  assertTeamName(input.teamName);
+  assertAgentId(input.agentId);
+  const team = await loadTeam(ctx, input.teamName);
+  await requireLeader(ctx, team, callerSessionId, "Only the team leader can kill agents");
+  if (input.agentId === team.leader) return fail("The team leader cannot kill itself");
+  const agent = await readAgentOrFail(ctx, team, input.agentId);
+  if (agent.role === "leader") return fail("The team leader cannot kill itself");
+  if (agent.status === "terminated")
+    return fail(`Agent '${agent.name}' (${agent.agentId}) is already terminated`);
+
+  const reasonText = input.reason?.trim() || undefined;
+  const warnings: string[] = [];
+  let method: KillAgentOutput["method"] = "force";
+  let phase: KillPhase = "forced";
+
+  if (!input.force) {
+    if (!ANSWERING.has(agent.status)) {
+      phase = "not_running";
+    } else {
+      options.progress?.(`Asking ${agent.name} to shut down`);
+      const request = await requestShutdown(ctx, agent, reasonText);
+      if (request.warning) warnings.push(`Graceful shutdown skipped: ${request.warning}`);
+      if (!request.sent) {
+        phase = "unreachable";
+      } else {
+        options.progress?.(`Waiting for ${agent.name} to confirm`);
+        const outcome = await awaitConfirmation(
+          ctx,
+          agent,
+          request.requestedAt + ctx.options.shutdownTimeoutMs,
+          options.signal,
+        );
+        if (outcome === "terminated") {
+          // Another call (a concurrent kill) finished it; report how that one ended.
+          const read = await ctx.store.readAgent(agent.teamName, agent.agentId);
+          const confirmed = read.kind === "ok" && read.value.outcome === "killed";
+          return {
+            success: true,
+            method: confirmed ? "graceful" : "force",
+            phase: confirmed ? "confirmed" : "forced",
+            reassignedTasks: [],
+            warnings: ["The agent was finished by another call meanwhile"],
+          };
+        }
+        if (outcome === "confirmed") {
+          method = "graceful";
+          phase = "confirmed";
+        } else {
+          phase = "timeout";
+          warnings.push(
+            `${agent.name} did not confirm within ${ctx.options.shutdownTimeoutMs} ms; it was stopped by force`,
+          );
+        }
+      }
+    }
+  }
+
+  options.progress?.(`Stopping ${agent.name}`);
+  const reason =
+    reasonText ??
+    (method === "graceful" ? "shut down at the leader's request" : `killed by the leader (${phase})`);
+  const graceful = method === "graceful";
+  const finished = await finishAgent(ctx, agent, {
+    reason,
+    outcome: graceful ? "killed" : "interrupted",
+    history: graceful ? "completed" : "interrupted",
+  });
+  warnings.push(...finished.warnings);
+  ctx.log("info", `agent ${agent.name} killed`, { agentId: agent.agentId, method, phase });
+  return {
+    success: true,
+    method,
+    phase,
+    reassignedTasks: finished.reassignedTasks,
+    ...(warnings.length > 0 ? { warnings } : {}),
+  };
+}
+
+/** confirm-shutdown: the agent itself (by its session) confirms a requested graceful shutdown. */
+export async function confirmShutdown(
+  ctx: TeamsContext,
+  input: { teamName: string; agentId: string },
+  callerSessionId: string,
+): Promise<OpResult<{ message: string }>> {
+  assertTeamName(input.teamName);
+  assertAgentId(input.agentId);
+  const team = await loadTeam(ctx, input.teamName);
+  const agent = await readAgentOrFail(ctx, team, input.agentId);
+  if (agent.sessionId !== callerSessionId)
+    return fail(`Agent '${input.agentId}' does not belong to this session`);
+  let refusal: string | undefined;
+  const now = isoNow(ctx.clock);
+  await ctx.store.updateAgent(team.name, agent.agentId, (current) => {
+    if (!current) {
+      refusal = `Agent '${input.agentId}' not found in team '${team.name}'`;
+      return undefined;
+    }
+    if (current.status === "terminated") {
+      refusal = `Agent '${current.name}' (${current.agentId}) is already terminated`;
+      return undefined;
+    }
+    if (current.status !== "shutting_down") {
+      refusal = `No shutdown was requested for agent '${current.name}'; keep working`;
+      return undefined;
+    }
+    return current.shutdownConfirmedAt ? undefined : { ...current, shutdownConfirmedAt: now, updatedAt: now };
+  });
+  if (refusal) return fail(refusal);
+  return {
+    success: true,
+    message: "Shutdown confirmed. Stop now: end your turn without further tool calls.",
+  };
+}

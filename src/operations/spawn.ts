@@ -1,0 +1,465 @@
+import { rm, stat } from "node:fs/promises";
+import path from "node:path";
+import { v4 as uuidv4 } from "uuid";
+import { isoNow } from "../clock.ts";
+import type { ModelRef, OpencodeApi } from "../edges/opencode-api.ts";
+import { type ProjectServer, ServerStartError } from "../edges/server-manager.ts";
+import type { PaneRef } from "../edges/tmux-api.ts";
+import { assertTeamName } from "../state/paths.ts";
+import type { AgentState, TeamConfig } from "../state/schemas.ts";
+import { closeAgentPane, openAgentPane, paneTiming } from "./agent-pane.ts";
+import { allocateColor, releaseColor } from "./color-pool.ts";
+import type { TeamsContext } from "./context.ts";
+import { loadTeam, requireLeader } from "./identity.ts";
+import { agentSessionTitle } from "./identity-prompt.ts";
+import { agentSpawned } from "./lifecycle.ts";
+import { CallerError, fail, type OpResult } from "./result.ts";
+import { recountActiveSessions } from "./server-sessions.ts";
+
+export interface SpawnAgentInput {
+  teamName: string;
+  prompt: string;
+  name?: string;
+  model?: string;
+  providerId?: string;
+  role?: "worker" | "reviewer";
+  cwd?: string;
+  /** No pane: the agent runs on the server only. */
+  headless?: boolean;
+  /** How long the agent may run before it counts as timed out (enforced by the lifecycle, issue 5). */
+  timeoutMinutes?: number;
+}
+
+export type PromptDelivery = "sdk" | "pane" | "failed";
+
+export interface SpawnAgentOutput {
+  agentId: string;
+  sessionId: string;
+  paneId?: string;
+  name: string;
+  color: string;
+  port: number;
+  status: "active" | "spawning";
+  promptDelivery: PromptDelivery;
+  warnings?: string[];
+}
+
+/** Progress shown while the tool runs (OpenCode's ToolContext.metadata). */
+export type SpawnProgress = (step: string) => void;
+
+const NAME_MAX = 64;
+
+interface ResolvedModel {
+  /** What AgentState.model records: "provider/model", or "default" when the server's default applies. */
+  model: string;
+  providerId?: string;
+  ref?: ModelRef;
+}
+
+/**
+ * `model` "provider/model"; or `providerId` with `model` taken verbatim as the model id (ids such as OpenRouter's
+ * contain slashes); or the team's defaultModel; or nothing, and the server's default model applies.
+ */
+export function resolveModel(
+  input: { model?: string; providerId?: string },
+  team: TeamConfig,
+): ResolvedModel {
+  const model = input.model?.trim() || undefined;
+  const providerId = input.providerId?.trim() || undefined;
+  if (providerId && model) {
+    const modelID = model.startsWith(`${providerId}/`) ? model.slice(providerId.length + 1) : model;
+    return { model: `${providerId}/${modelID}`, providerId, ref: { providerID: providerId, modelID } };
+  }
+  if (providerId && !model) {
+    throw new CallerError(
+      `providerId '${providerId}' needs a model: pass model as well (e.g. "claude-sonnet-4-5")`,
+    );
+  }
+  const ref = model ?? team.defaultModel;
+  if (!ref) return { model: "default" };
+  const slash = ref.indexOf("/");
+  if (slash <= 0 || slash === ref.length - 1) {
+    throw new CallerError(
+      `Invalid model '${ref}': use "provider/model" (for example "anthropic/claude-sonnet-4-5") or pass providerId`,
+    );
+  }
+  const providerID = ref.slice(0, slash);
+  const modelID = ref.slice(slash + 1);
+  return { model: `${providerID}/${modelID}`, providerId: providerID, ref: { providerID, modelID } };
+}
+
+function validateName(name: string): string {
+  const trimmed = name.trim();
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point.
+  if (trimmed === "" || trimmed.length > NAME_MAX || /[\u0000-\u001f\u007f]/.test(trimmed)) {
+    throw new CallerError(
+      `Invalid agent name ${JSON.stringify(name.slice(0, 80))}: use 1-${NAME_MAX} printable characters`,
+    );
+  }
+  return trimmed;
+}
+
+async function resolveCwd(ctx: TeamsContext, cwd: string | undefined): Promise<string> {
+  if (cwd === undefined || cwd.trim() === "") return ctx.projectRoot;
+  const resolved = path.resolve(ctx.projectRoot, cwd);
+  const info = await stat(resolved).catch(() => undefined);
+  if (!info?.isDirectory()) throw new CallerError(`Working directory '${resolved}' does not exist`);
+  return resolved;
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** A step that failed, carrying the seed's error text for the response. */
+class StepFailure extends Error {}
+
+/** Undo what a failed spawn had done, newest first, so no ghost agent (session, pane, color, member, file) remains. */
+class Rollback {
+  private readonly steps: { what: string; undo: () => Promise<unknown> }[] = [];
+  constructor(private readonly ctx: TeamsContext) {}
+  push(what: string, undo: () => Promise<unknown>): void {
+    this.steps.push({ what, undo });
+  }
+  async run(): Promise<string[]> {
+    const problems: string[] = [];
+    for (const step of this.steps.reverse()) {
+      try {
+        const result = await step.undo();
+        if (Array.isArray(result)) problems.push(...result.map(String));
+      } catch (error) {
+        problems.push(`could not undo ${step.what}: ${message(error)}`);
+      }
+    }
+    if (problems.length > 0) this.ctx.log("warn", "spawn rollback left something behind", { problems });
+    return problems;
+  }
+}
+
+/** Poll the session's message count until it grows past `before` or `windowMs` passes. */
+async function landed(
+  api: OpencodeApi,
+  sessionId: string,
+  before: number,
+  windowMs: number,
+): Promise<boolean> {
+  const deadline = Date.now() + windowMs;
+  const interval = Math.max(10, Math.min(100, windowMs / 10));
+  for (;;) {
+    const count = await api.messageCount(sessionId).catch(() => undefined);
+    if (count !== undefined && count > before) return true;
+    if (Date.now() >= deadline) return false;
+    await Bun.sleep(interval);
+  }
+}
+
+export interface DeliveryResult {
+  delivery: PromptDelivery;
+  problems: string[];
+}
+
+/**
+ * Deliver a prompt and prove it landed: `prompt_async` (with the model override), verified by the session's message
+ * count, 3 attempts `promptRetryDelayMs` apart; then typing it into the agent's pane; else report failure.
+ */
+export async function deliverPrompt(
+  ctx: TeamsContext,
+  api: OpencodeApi,
+  sessionId: string,
+  text: string,
+  options: {
+    model?: ModelRef;
+    pane?: PaneRef & { openedAt?: number };
+    /** The session's message count when the caller knows it (a session just created has none). */
+    messagesBefore?: number;
+  } = {},
+): Promise<DeliveryResult> {
+  const delay = ctx.options.promptRetryDelayMs;
+  const problems: string[] = [];
+  let before: number;
+  try {
+    before = options.messagesBefore ?? (await api.messageCount(sessionId));
+  } catch (error) {
+    problems.push(`cannot read the session's messages: ${message(error)}`);
+    before = Number.POSITIVE_INFINITY;
+  }
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    // A slow earlier attempt may have landed meanwhile: sending again would give the agent its prompt twice.
+    if (attempt > 1 && (await landed(api, sessionId, before, 0))) return { delivery: "sdk", problems };
+    if (Number.isFinite(before)) {
+      try {
+        await api.promptAsync(sessionId, text, options.model ? { model: options.model } : {});
+        if (await landed(api, sessionId, before, delay)) return { delivery: "sdk", problems };
+        problems.push(`attempt ${attempt}: accepted, but no new message appeared within ${delay} ms`);
+      } catch (error) {
+        problems.push(`attempt ${attempt}: ${message(error)}`);
+        if (attempt < 3) await Bun.sleep(delay);
+      }
+    } else if (attempt < 3) {
+      await Bun.sleep(delay);
+      before = await api.messageCount(sessionId).catch(() => Number.POSITIVE_INFINITY);
+    }
+  }
+  if (options.pane) {
+    try {
+      if (!Number.isFinite(before)) before = await api.messageCount(sessionId);
+      else if (await landed(api, sessionId, before, 0)) return { delivery: "sdk", problems };
+      // Keystrokes sent before `opencode attach` has drawn its prompt are lost.
+      const readyAt = (options.pane.openedAt ?? 0) + paneTiming.tuiReadyMs;
+      if (Date.now() < readyAt) await Bun.sleep(readyAt - Date.now());
+      await ctx.edges.tmux.sendText({ socket: options.pane.socket, paneId: options.pane.paneId }, text);
+      if (await landed(api, sessionId, before, Math.max(delay * 3, paneTiming.settleMs))) {
+        return { delivery: "pane", problems };
+      }
+      problems.push("typing into the pane: no new message appeared");
+    } catch (error) {
+      problems.push(`typing into the pane: ${message(error)}`);
+    }
+  }
+  return { delivery: "failed", problems };
+}
+
+async function reserveMember(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+  role: "worker" | "reviewer",
+  requestedName: string | undefined,
+): Promise<string> {
+  let name: string | undefined;
+  const joinedAt = isoNow(ctx.clock);
+  await ctx.store.updateTeam(team.name, (current) => {
+    if (!current) return undefined;
+    const taken = new Set(current.members.map((m) => m.name));
+    name = requestedName;
+    for (let n = 1; name === undefined; n++) if (!taken.has(`${role}-${n}`)) name = `${role}-${n}`;
+    return { ...current, members: [...current.members, { agentId, name, role, joinedAt }] };
+  });
+  if (name === undefined) throw new CallerError(`Team '${team.name}' does not exist`);
+  return name;
+}
+
+function removeMember(ctx: TeamsContext, teamName: string, agentId: string) {
+  return ctx.store.updateTeam(teamName, (current) =>
+    current?.members.some((m) => m.agentId === agentId)
+      ? { ...current, members: current.members.filter((m) => m.agentId !== agentId) }
+      : undefined,
+  );
+}
+
+async function removeAgentFiles(ctx: TeamsContext, teamName: string, agentId: string): Promise<void> {
+  await rm(ctx.store.paths.agentState(teamName, agentId), { force: true });
+  await rm(ctx.store.paths.heartbeatSlot(teamName, agentId), { force: true });
+}
+
+/**
+ * spawn-agent (seed 002): leader only. Server, session, color, pane, state, prompt; any failure after the session
+ * exists is rolled back so no ghost agent remains.
+ */
+export async function spawnAgent(
+  ctx: TeamsContext,
+  input: SpawnAgentInput,
+  callerSessionId: string,
+  report: SpawnProgress = () => {},
+): Promise<OpResult<SpawnAgentOutput>> {
+  // Per-step durations go to the log: where a slow spawn spends its time.
+  const timings: Record<string, number> = {};
+  let stepName = "validate";
+  let stepStart = Date.now();
+  const mark = (step: string) => {
+    timings[stepName] = Date.now() - stepStart;
+    stepName = step;
+    stepStart = Date.now();
+  };
+  const progress = (key: string, step: string) => {
+    mark(key);
+    report(step);
+  };
+  assertTeamName(input.teamName);
+  const team = await loadTeam(ctx, input.teamName);
+  await requireLeader(ctx, team, callerSessionId, "Only the team leader can spawn agents");
+  if (input.prompt.trim() === "") throw new CallerError("prompt must not be empty");
+  const role = input.role ?? "worker";
+  const headless = input.headless ?? false;
+  const model = resolveModel(input, team);
+  const requestedName = input.name === undefined ? undefined : validateName(input.name);
+  const cwd = await resolveCwd(ctx, input.cwd);
+  if (input.timeoutMinutes !== undefined && !(input.timeoutMinutes > 0)) {
+    throw new CallerError("timeoutMinutes must be a positive number");
+  }
+  if (!headless && !(await ctx.edges.tmux.available())) return fail("tmux is required for agent spawning");
+
+  progress("server", "Starting the OpenCode server");
+  let server: ProjectServer;
+  try {
+    if (!ctx.edges.ensureProjectServer) throw new Error("this process cannot start a project server");
+    server = await ctx.edges.ensureProjectServer();
+  } catch (error) {
+    return fail(
+      error instanceof ServerStartError
+        ? error.message
+        : `Failed to start OpenCode server: ${message(error)}`,
+    );
+  }
+
+  const agentId = uuidv4();
+  const rollback = new Rollback(ctx);
+  const warnings: string[] = [];
+  try {
+    const name = await reserveMember(ctx, team, agentId, role, requestedName);
+    rollback.push("the team membership", () => removeMember(ctx, team.name, agentId));
+
+    progress("session", `Creating the session for ${name}`);
+    let sessionId: string;
+    try {
+      ({ id: sessionId } = await server.api.createSession({
+        title: agentSessionTitle(team.name, name, agentId),
+        directory: cwd,
+      }));
+    } catch (error) {
+      throw new StepFailure(`Failed to create SDK session: ${message(error)}`);
+    }
+    rollback.push("the session", () => server.api.deleteSession(sessionId));
+
+    const color = await allocateColor(ctx, team.name, agentId);
+    rollback.push("the color", () => releaseColor(ctx, agentId));
+    if (color.warning) warnings.push(color.warning);
+
+    let pane: Awaited<ReturnType<typeof openAgentPane>> | undefined;
+    if (!headless) {
+      progress("pane", `Opening a tmux pane for ${name}`);
+      try {
+        pane = await openAgentPane(ctx, {
+          teamName: team.name,
+          agentId,
+          name,
+          role,
+          color: color.color,
+          sessionId,
+          cwd,
+          serverUrl: server.url,
+        });
+      } catch (error) {
+        throw new StepFailure(`Failed to create tmux pane: ${message(error)}`);
+      }
+      const opened = pane;
+      rollback.push("the pane", () =>
+        closeAgentPane(ctx, {
+          sessionId,
+          paneId: opened.paneId,
+          attachPid: opened.attachPid,
+          tmux: opened.placement,
+        }),
+      );
+    }
+
+    const now = isoNow(ctx.clock);
+    const state: AgentState = {
+      version: 1,
+      agentId,
+      name,
+      teamName: team.name,
+      role,
+      model: model.model,
+      ...(model.providerId ? { providerId: model.providerId } : {}),
+      status: "spawning",
+      color: color.color,
+      heartbeatTs: now,
+      heartbeatSource: "spawn",
+      sessionId,
+      ...(pane ? { paneId: pane.paneId, tmux: pane.placement, attachPid: pane.attachPid } : {}),
+      cwd,
+      consecutiveMisses: 0,
+      sessionRotationCount: 0,
+      createdAt: now,
+      updatedAt: now,
+      prompt: input.prompt,
+      headless,
+      ...(input.timeoutMinutes !== undefined ? { timeoutMinutes: input.timeoutMinutes } : {}),
+      tags: [],
+    };
+    await ctx.store.writeAgent(state);
+    rollback.push("the agent file", () => removeAgentFiles(ctx, team.name, agentId));
+
+    progress("prompt", `Delivering the prompt to ${name}`);
+    const delivered = await deliverPrompt(ctx, server.api, sessionId, input.prompt, {
+      messagesBefore: 0,
+      ...(model.ref ? { model: model.ref } : {}),
+      ...(pane
+        ? { pane: { socket: pane.placement.socket, paneId: pane.paneId, openedAt: pane.openedAt } }
+        : {}),
+    });
+    mark("activate");
+    let status: SpawnAgentOutput["status"] = "spawning";
+    if (delivered.delivery === "failed") {
+      warnings.push(
+        `The initial prompt could not be delivered (${delivered.problems.join("; ")}). The agent stays 'spawning'; send it the prompt again as a message, or kill it.`,
+      );
+    } else {
+      status = await markActive(ctx, team.name, agentId);
+    }
+
+    mark("history");
+    const registered: AgentState = { ...state, status };
+    warnings.push(...(await agentSpawned(ctx, registered)));
+    mark("recount");
+    await recountActiveSessions(ctx).catch((error: unknown) => {
+      ctx.log("warn", "could not update activeSessions", { error: message(error) });
+    });
+    mark("done");
+    ctx.log("info", `agent ${name} spawned into ${team.name}`, {
+      agentId,
+      sessionId,
+      paneId: pane?.paneId,
+      timingsMs: timings,
+      delivery: delivered.delivery,
+      ...(delivered.problems.length > 0 ? { deliveryProblems: delivered.problems } : {}),
+    });
+    return {
+      success: true,
+      agentId,
+      sessionId,
+      ...(pane ? { paneId: pane.paneId } : {}),
+      name,
+      color: color.color,
+      port: server.info.port,
+      status,
+      promptDelivery: delivered.delivery,
+      ...(warnings.length > 0 ? { warnings } : {}),
+    };
+  } catch (error) {
+    const problems = await rollback.run();
+    const text = error instanceof StepFailure || error instanceof CallerError ? error.message : null;
+    if (text === null) ctx.log("error", "spawn-agent failed", { error: message(error) });
+    return fail(
+      text ?? `spawn-agent failed: ${message(error)}`,
+      problems.map((p) => `Rollback: ${p}`),
+    );
+  }
+}
+
+/**
+ * spawning -> active with a fresh heartbeat. Another status means the agent already moved on (its first heartbeat,
+ * or it completed) and is left as it is.
+ */
+async function markActive(ctx: TeamsContext, teamName: string, agentId: string): Promise<"active"> {
+  const now = isoNow(ctx.clock);
+  await ctx.store.withAgentLock(teamName, agentId, async () => {
+    const read = await ctx.store.readAgent(teamName, agentId);
+    if (read.kind !== "ok" || read.value.status !== "spawning") return;
+    await ctx.store.writeAgent({
+      ...read.value,
+      status: "active",
+      heartbeatTs: now,
+      heartbeatSource: "spawn",
+      updatedAt: now,
+    });
+    await ctx.store.writeHeartbeat(teamName, agentId, {
+      version: 1,
+      heartbeatTs: now,
+      source: "spawn",
+      updates: 0,
+    });
+  });
+  return "active";
+}

@@ -1,0 +1,187 @@
+import { connect } from "node:net";
+import { SdkOpencodeApi, serverAuthFromEnv } from "../edges/opencode-client.ts";
+import { pidAlive } from "../edges/process.ts";
+import { assertAgentId } from "../state/paths.ts";
+import { type AgentRole, type AgentStatus, ServerInfoSchema } from "../state/schemas.ts";
+import { readJson } from "../state/store.ts";
+import type { AgentView } from "../state/team-store.ts";
+import type { TeamsContext } from "./context.ts";
+import { loadTeam, requireMember } from "./identity.ts";
+import { fail, type OpResult } from "./result.ts";
+
+export interface GetAgentStatusInput {
+  teamName: string;
+  agentId?: string;
+  includeServer: boolean;
+  includeTerminated: boolean;
+}
+
+/** Seed 000's AgentStatusResponse. */
+export interface AgentStatusResponse {
+  agentId: string;
+  name: string;
+  role: AgentRole;
+  model: string;
+  status: AgentStatus;
+  isActive: boolean;
+  color: string;
+  heartbeatTs: string;
+  heartbeatAge: number;
+  heartbeatHealthy: boolean;
+  sessionId: string;
+  paneId?: string;
+  cwd: string;
+  consecutiveMisses: number;
+  lastError?: string;
+  sessionRotationCount: number;
+  createdAt: string;
+  terminatedAt?: string;
+}
+
+export interface ServerStatus {
+  port: number;
+  pid: number;
+  isRunning: boolean;
+  activeSessions: number;
+  hostname: string;
+  startedAt: string;
+}
+
+export interface StatusSummary {
+  total: number;
+  active: number;
+  idle: number;
+  inactive: number;
+  shuttingDown: number;
+  terminated: number;
+}
+
+export interface GetAgentStatusOutput {
+  agents: AgentStatusResponse[];
+  server?: ServerStatus;
+  summary: StatusSummary;
+  /** Agent files that were damaged and skipped (moved aside). */
+  warnings?: string[];
+}
+
+/** Statuses in which the agent is still in the team's service. */
+const ACTIVE_STATUSES: ReadonlySet<AgentStatus> = new Set(["spawning", "active", "idle"]);
+
+export function toStatusResponse(
+  view: AgentView,
+  now: number,
+  staleThresholdMs: number,
+): AgentStatusResponse {
+  const { state } = view;
+  const ageMs = Math.max(0, now - Date.parse(view.heartbeatTs));
+  return {
+    agentId: state.agentId,
+    name: state.name,
+    role: state.role,
+    model: state.model,
+    status: state.status,
+    isActive: ACTIVE_STATUSES.has(state.status),
+    color: state.color,
+    heartbeatTs: view.heartbeatTs,
+    heartbeatAge: ageMs / 1000,
+    heartbeatHealthy: ageMs < staleThresholdMs,
+    sessionId: state.sessionId,
+    ...(state.paneId ? { paneId: state.paneId } : {}),
+    cwd: state.cwd,
+    consecutiveMisses: state.consecutiveMisses,
+    ...(state.lastError ? { lastError: state.lastError } : {}),
+    sessionRotationCount: state.sessionRotationCount,
+    createdAt: state.createdAt,
+    ...(state.terminatedAt ? { terminatedAt: state.terminatedAt } : {}),
+  };
+}
+
+export function summarize(agents: readonly AgentStatusResponse[]): StatusSummary {
+  const count = (status: AgentStatus) => agents.filter((agent) => agent.status === status).length;
+  return {
+    total: agents.length,
+    active: count("active"),
+    idle: count("idle"),
+    inactive: count("inactive"),
+    shuttingDown: count("shutting_down"),
+    terminated: count("terminated"),
+  };
+}
+
+/** Whether something accepts TCP connections on host:port within `timeoutMs`. */
+export function tcpAccepts(hostname: string, port: number, timeoutMs = 500): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: hostname, port });
+    const done = (ok: boolean) => {
+      socket.removeAllListeners();
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once("connect", () => done(true));
+    socket.once("error", () => done(false));
+  });
+}
+
+/**
+ * The project server as recorded, checked three ways: its PID exists, its port accepts a connection and
+ * `GET /global/health` says healthy. `activeSessions` is the recorded count of running agent sessions (kept by spawn,
+ * kill and the liveness sweep); a server that is not running has none.
+ */
+async function serverStatus(ctx: TeamsContext): Promise<ServerStatus | undefined> {
+  const info = await readJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema);
+  if (info.kind !== "ok") return undefined;
+  const { pid, port, hostname, startedAt } = info.value;
+  let isRunning = pidAlive(pid) && (await tcpAccepts(hostname, port));
+  if (isRunning) {
+    const api =
+      (await ctx.edges.projectServer().catch(() => undefined)) ??
+      new SdkOpencodeApi(`http://${hostname}:${port}`, {
+        directory: ctx.projectRoot,
+        ...serverAuthFromEnv(),
+      });
+    isRunning = await api.healthy(1_000);
+  }
+  const activeSessions = isRunning ? info.value.activeSessions : 0;
+  return { port, pid, isRunning, activeSessions, hostname, startedAt };
+}
+
+/** get-agent-status (seed 000): read-only, any team member. */
+export async function getAgentStatus(
+  ctx: TeamsContext,
+  input: GetAgentStatusInput,
+  sessionId: string,
+): Promise<OpResult<GetAgentStatusOutput>> {
+  const team = await loadTeam(ctx, input.teamName);
+  await requireMember(ctx, team, sessionId);
+  const now = ctx.clock.now();
+  const threshold = ctx.options.staleThresholdMs;
+  const warnings: string[] = [];
+  let agents: AgentStatusResponse[];
+  if (input.agentId !== undefined) {
+    assertAgentId(input.agentId);
+    const read = await ctx.store.readAgentView(team.name, input.agentId);
+    if (read.kind === "missing") return fail(`Agent '${input.agentId}' not found in team '${team.name}'`);
+    if (read.kind === "corrupt") {
+      warnings.push(`Skipped agent ${input.agentId}: ${read.warning}. Re-spawn it if it is still needed.`);
+      agents = [];
+    } else {
+      warnings.push(...read.warnings);
+      agents = [toStatusResponse(read.value, now, threshold)];
+    }
+  } else {
+    const listed = await ctx.store.listAgentViews(team.name);
+    warnings.push(...listed.warnings);
+    agents = listed.items
+      .filter((view) => input.includeTerminated || view.state.status !== "terminated")
+      .map((view) => toStatusResponse(view, now, threshold));
+  }
+  const server = input.includeServer ? await serverStatus(ctx) : undefined;
+  return {
+    success: true,
+    agents,
+    ...(server ? { server } : {}),
+    summary: summarize(agents),
+    ...(warnings.length > 0 ? { warnings } : {}),
+  };
+}

@@ -1,0 +1,369 @@
+import type { OpencodeApi, SessionActivity } from "../edges/opencode-api.ts";
+import { isAgentId } from "../state/paths.ts";
+import type { AgentState, TeamConfig } from "../state/schemas.ts";
+import { listDir } from "../state/store.ts";
+import { type AgentView, effectiveHeartbeatTs } from "../state/team-store.ts";
+import type { TeamsContext } from "./context.ts";
+import { isLive, nextHeartbeat } from "./heartbeat.ts";
+import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactive } from "./inactive.ts";
+import { deliverPending } from "./notify.ts";
+
+/** What one sweep did; returned for tests and logged when anything happened. */
+export interface SweepReport {
+  teams: number;
+  /** Agents the sweep is responsible for (live workers and reviewers). */
+  checked: number;
+  /** Agent files read (agents known to be fresh are not read again until they could be stale). */
+  read: number;
+  /** Agents whose heartbeat was older than the threshold. */
+  stale: number;
+  /** Misses counted (not counting the ones that made an agent inactive). */
+  misses: number;
+  /** Busy sessions whose heartbeat the sweep refreshed. */
+  refreshed: number;
+  /** Agents whose miss count went back to 0 after a fresh heartbeat. */
+  reset: number;
+  inactive: InactiveAgent[];
+  /** Leader notices delivered by the retry pass. */
+  delivered: number;
+  /** undefined: nothing needed asking the server this time. */
+  serverReachable: boolean | undefined;
+  durationMs: number;
+}
+
+type Verdict =
+  | { kind: "dead"; cause: InactiveCause; reason: string }
+  | { kind: "busy" }
+  | { kind: "miss"; cause: "stale" | "busy_cap"; busyForS?: number };
+
+interface ServerFacts {
+  server: OpencodeApi | undefined;
+  /** Non-idle sessions; undefined when the server could not be asked. */
+  statuses: Record<string, SessionActivity> | undefined;
+}
+
+const CHECK_CONCURRENCY = 16;
+const WRITE_CONCURRENCY = 32;
+
+/** Run `fn` over `items` with at most `limit` in flight. */
+export async function mapLimit<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await fn(items[index] as T);
+    }
+  });
+  await Promise.all(workers);
+  return results;
+}
+
+function seconds(ms: number): number {
+  return Math.round(ms / 1000);
+}
+
+/** The leader is the user's own session: never swept, whatever its files say. */
+function isSweptMember(team: TeamConfig, agent: AgentState): boolean {
+  return (
+    agent.role !== "leader" &&
+    agent.agentId !== team.leader &&
+    agent.sessionId !== team.leaderSessionId &&
+    isLive(agent.status)
+  );
+}
+
+/** Last time the agent itself (not the sweep vouching for a busy session) showed life. */
+function lastSignOfLife(view: Pick<AgentView, "state" | "heartbeat">): number {
+  return Math.max(
+    Date.parse(view.state.heartbeatTs),
+    view.state.lastEventAt ? Date.parse(view.state.lastEventAt) : 0,
+    view.heartbeat?.lastEventAt ? Date.parse(view.heartbeat.lastEventAt) : 0,
+  );
+}
+
+/**
+ * The stale sweep (seed 001). Any number of processes may run it: every decision is re-checked under the agent's
+ * lock, and a miss is counted at most once per sweep interval whichever process counts it (`lastMissAt`).
+ */
+export class StaleSweeper {
+  /** Leader notices known to be delivered (file paths), so the retry pass skips them cheaply. */
+  private readonly settledNotices = new Set<string>();
+  /**
+   * `team/agentId` -> until when this agent need not be read again: the moment its last seen heartbeat goes stale
+   * (Infinity for agents the sweep never acts on). Keeps a sweep of many healthy agents to a directory listing.
+   */
+  private readonly skipUntil = new Map<string, number>();
+
+  constructor(private readonly ctx: TeamsContext) {}
+
+  async sweep(): Promise<SweepReport> {
+    const { ctx } = this;
+    const started = performance.now();
+    const report: SweepReport = {
+      teams: 0,
+      checked: 0,
+      read: 0,
+      stale: 0,
+      misses: 0,
+      refreshed: 0,
+      reset: 0,
+      inactive: [],
+      delivered: 0,
+      serverReachable: undefined,
+      durationMs: 0,
+    };
+    let facts: Promise<ServerFacts> | undefined;
+    const serverFacts = () => {
+      facts ??= this.readServerFacts();
+      return facts;
+    };
+    for (const teamName of await ctx.store.listTeamNames()) {
+      try {
+        await this.sweepTeam(teamName, report, serverFacts);
+      } catch (error) {
+        ctx.log("error", `sweep of team ${teamName} failed`, {
+          error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+        });
+      }
+    }
+    if (facts) report.serverReachable = (await facts).statuses !== undefined;
+    report.durationMs = performance.now() - started;
+    if (report.misses + report.inactive.length + report.refreshed + report.delivered > 0) {
+      ctx.log("debug", "stale sweep", {
+        checked: report.checked,
+        stale: report.stale,
+        misses: report.misses,
+        refreshed: report.refreshed,
+        inactive: report.inactive.length,
+        delivered: report.delivered,
+        durationMs: Math.round(report.durationMs),
+      });
+    }
+    return report;
+  }
+
+  /** One `GET /session/status` per sweep, and only when some agent is stale. */
+  private async readServerFacts(): Promise<ServerFacts> {
+    const server = await this.ctx.edges.projectServer().catch(() => undefined);
+    if (!server) return { server, statuses: undefined };
+    try {
+      return { server, statuses: await server.sessionStatuses() };
+    } catch (error) {
+      this.ctx.log("warn", "stale sweep: the project's OpenCode server did not answer", {
+        error: error instanceof Error ? error.message : String(error),
+      });
+      return { server, statuses: undefined };
+    }
+  }
+
+  private async sweepTeam(
+    teamName: string,
+    report: SweepReport,
+    serverFacts: () => Promise<ServerFacts>,
+  ): Promise<void> {
+    const { ctx } = this;
+    const read = await ctx.store.readTeam(teamName);
+    if (read.kind !== "ok") return;
+    const team = read.value;
+    report.teams++;
+    const now = ctx.clock.now();
+    const threshold = ctx.options.staleThresholdMs;
+    const ids = (await listDir(ctx.store.paths.agentsDir(teamName)))
+      .filter((file) => file.endsWith(".json"))
+      .map((file) => file.slice(0, -".json".length))
+      .filter(isAgentId);
+    const due: string[] = [];
+    for (const agentId of ids) {
+      const until = this.skipUntil.get(`${teamName}/${agentId}`);
+      if (until === undefined || now > until) due.push(agentId);
+      else if (until !== Number.POSITIVE_INFINITY) report.checked++;
+    }
+    report.read += due.length;
+    const reads = await Promise.all(due.map((agentId) => ctx.store.readAgentView(teamName, agentId)));
+    const stale: AgentView[] = [];
+    const toReset: AgentView[] = [];
+    for (const [index, result] of reads.entries()) {
+      if (result.kind === "corrupt") {
+        ctx.log("warn", `stale sweep skipped agent ${due[index]} of team ${teamName}`, {
+          warning: result.warning,
+        });
+      }
+      if (result.kind !== "ok") continue;
+      const view = result.value;
+      const key = `${teamName}/${view.state.agentId}`;
+      if (!isSweptMember(team, view.state)) {
+        // Final states and the leader never need another look; shutting_down may still go either way.
+        if (view.state.status !== "shutting_down") this.skipUntil.set(key, Number.POSITIVE_INFINITY);
+        continue;
+      }
+      report.checked++;
+      const freshUntil = Date.parse(view.heartbeatTs) + threshold;
+      if (now > freshUntil) stale.push(view);
+      else if (view.state.consecutiveMisses > 0) toReset.push(view);
+      // Heartbeats only ever make an agent fresher: until then it cannot be stale, so it need not be read.
+      else this.skipUntil.set(key, freshUntil);
+    }
+    report.stale += stale.length;
+
+    let facts: ServerFacts = { server: undefined, statuses: undefined };
+    if (stale.length > 0) facts = await serverFacts();
+    const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => this.verdict(view, facts, now));
+
+    const deaths: Omit<InactiveAgent, "tasks">[] = [];
+    const abortable: string[] = [];
+    const work: { view: AgentView; verdict: Verdict | undefined }[] = [
+      ...stale.map((view, index) => ({ view, verdict: verdicts[index] })),
+      ...toReset.map((view) => ({ view, verdict: undefined })),
+    ];
+    await mapLimit(work, WRITE_CONCURRENCY, async ({ view, verdict }) => {
+      const outcome = await this.apply(team, view.state.agentId, verdict, now, facts);
+      switch (outcome.kind) {
+        case "inactive":
+          deaths.push(outcome.death);
+          if (facts.statuses?.[view.state.sessionId] !== undefined) abortable.push(view.state.sessionId);
+          break;
+        case "miss":
+          report.misses++;
+          break;
+        case "refreshed":
+          report.refreshed++;
+          break;
+        case "reset":
+          report.reset++;
+          break;
+        default:
+          break;
+      }
+    });
+
+    if (deaths.length > 0) {
+      report.inactive.push(...(await handOverInactive(ctx, team, deaths)));
+      // A session the server still runs would keep working on tasks that were just handed to someone else.
+      const server = facts.server;
+      if (server) {
+        await mapLimit(abortable, CHECK_CONCURRENCY, (sessionId) =>
+          server.abortSession(sessionId).catch(() => undefined),
+        );
+      }
+    }
+    report.delivered += await deliverPending(ctx, team, this.settledNotices);
+  }
+
+  /** Check the facts before calling a stale agent missing: its session, its pane, whether the server says it works. */
+  private async verdict(view: AgentView, facts: ServerFacts, now: number): Promise<Verdict> {
+    const { state } = view;
+    const activity = facts.statuses?.[state.sessionId];
+    if (facts.statuses && facts.server && activity === undefined) {
+      // Idle sessions are left out of the status map, so only an explicit lookup tells idle from deleted.
+      const exists = await facts.server.sessionExists(state.sessionId).catch(() => undefined);
+      if (exists === false) {
+        return {
+          kind: "dead",
+          cause: "session_gone",
+          reason: `its OpenCode session ${state.sessionId} no longer exists`,
+        };
+      }
+    }
+    if (state.paneId) {
+      const pane = await this.ctx.edges.tmux
+        .paneState({ socket: state.tmux?.socket, paneId: state.paneId })
+        .catch(() => "unknown" as const);
+      if (pane === "gone")
+        return { kind: "dead", cause: "pane_gone", reason: `its tmux pane ${state.paneId} is gone` };
+    }
+    if (activity === "busy" || activity === "retry") {
+      const quietMs = now - lastSignOfLife(view);
+      if (quietMs <= this.ctx.options.busyCapMs) return { kind: "busy" };
+      return { kind: "miss", cause: "busy_cap", busyForS: seconds(quietMs) };
+    }
+    return { kind: "miss", cause: "stale" };
+  }
+
+  /** Re-check under the agent's lock (a heartbeat or another sweeper may have come first), then write. */
+  private apply(
+    team: TeamConfig,
+    agentId: string,
+    verdict: Verdict | undefined,
+    now: number,
+    facts: ServerFacts,
+  ): Promise<
+    | { kind: "none" | "miss" | "refreshed" | "reset" }
+    | { kind: "inactive"; death: Omit<InactiveAgent, "tasks"> }
+  > {
+    const { ctx } = this;
+    const { store } = ctx;
+    const { staleThresholdMs, sweepIntervalMs, graceMisses } = ctx.options;
+    return store.withAgentLock(team.name, agentId, async () => {
+      const [read, slot] = await Promise.all([
+        store.readAgent(team.name, agentId),
+        store.readHeartbeat(team.name, agentId),
+      ]);
+      if (read.kind !== "ok" || !isSweptMember(team, read.value)) return { kind: "none" };
+      const agent = read.value;
+      const nowIso = new Date(now).toISOString();
+      const heartbeatTs = effectiveHeartbeatTs(agent, slot.record);
+      const fresh = now - Date.parse(heartbeatTs) <= staleThresholdMs;
+      const resetMisses = (): Promise<void> =>
+        store.writeAgent({ ...agent, consecutiveMisses: 0, lastMissAt: undefined, updatedAt: nowIso });
+
+      if (fresh || verdict === undefined) {
+        if (!fresh || agent.consecutiveMisses === 0) return { kind: "none" };
+        await resetMisses();
+        return { kind: "reset" };
+      }
+      if (verdict.kind === "dead") {
+        const next = markedInactive(agent, verdict.reason, nowIso);
+        await store.writeAgent(next);
+        return { kind: "inactive", death: { agent: next, cause: verdict.cause, reason: verdict.reason } };
+      }
+      if (verdict.kind === "busy") {
+        await store.writeHeartbeat(
+          team.name,
+          agentId,
+          nextHeartbeat(slot.record, nowIso, "sweep_busy_check", { event: false }),
+        );
+        if (agent.consecutiveMisses > 0) await resetMisses();
+        return { kind: "refreshed" };
+      }
+      // Another sweeper counted this interval's miss already. The 10% slack absorbs timer jitter.
+      if (agent.lastMissAt && now - Date.parse(agent.lastMissAt) < sweepIntervalMs * 0.9)
+        return { kind: "none" };
+      // Misses are consecutive only when no heartbeat came in since the last one was counted.
+      const consecutive =
+        agent.lastMissAt && Date.parse(heartbeatTs) <= Date.parse(agent.lastMissAt)
+          ? agent.consecutiveMisses + 1
+          : 1;
+      if (consecutive < graceMisses) {
+        await store.writeAgent({
+          ...agent,
+          consecutiveMisses: consecutive,
+          lastMissAt: nowIso,
+          updatedAt: nowIso,
+        });
+        return { kind: "miss" };
+      }
+      const quiet = seconds(now - Date.parse(heartbeatTs));
+      let reason =
+        verdict.cause === "busy_cap"
+          ? `its session has reported busy with no activity for ${verdict.busyForS ?? quiet} s (cap ${seconds(ctx.options.busyCapMs)} s)`
+          : `no heartbeat for ${quiet} s (${consecutive} missed sweeps)`;
+      if (verdict.cause === "stale" && !facts.statuses) {
+        reason += facts.server
+          ? "; the project's OpenCode server did not answer"
+          : "; the project's OpenCode server is not running";
+      }
+      const next = markedInactive(
+        { ...agent, consecutiveMisses: consecutive, lastMissAt: nowIso },
+        reason,
+        nowIso,
+      );
+      await store.writeAgent(next);
+      return { kind: "inactive", death: { agent: next, cause: verdict.cause, reason } };
+    });
+  }
+}

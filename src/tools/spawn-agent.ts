@@ -1,0 +1,50 @@
+import { tool } from "@opencode-ai/plugin";
+import type { TeamsContext } from "../operations/context.ts";
+import { spawnAgent } from "../operations/spawn.ts";
+import { runTool } from "./result.ts";
+
+const z = tool.schema;
+
+export function spawnAgentTool(ctx: TeamsContext) {
+  return tool({
+    description:
+      "Spawn a new AI agent into your team (team leader only): starts the project's OpenCode server if needed, creates a session, opens a tmux pane showing it, and sends the initial prompt. Returns the agent's id, session, pane and color.",
+    args: {
+      teamName: z.string().min(1).describe("Name of the team to spawn the agent into"),
+      prompt: z.string().min(1).describe("Initial prompt/instructions for the new agent"),
+      name: z
+        .string()
+        .min(1)
+        .optional()
+        .describe("Human-readable name for the agent (auto-generated if omitted)"),
+      model: z
+        .string()
+        .optional()
+        .describe(
+          'AI model to use: "provider/model", or a model id together with providerId. Defaults to the team default.',
+        ),
+      providerId: z.string().optional().describe('Provider ID override (e.g., "anthropic")'),
+      role: z.enum(["worker", "reviewer"]).default("worker").describe("Agent role within the team"),
+      cwd: z.string().optional().describe("Working directory override. Defaults to project root."),
+      headless: z.boolean().optional().describe("Run the agent on the server only, without a tmux pane"),
+      timeoutMinutes: z
+        .number()
+        .positive()
+        .optional()
+        .describe("How long the agent may run before it counts as timed out"),
+    },
+    execute: (args, context) =>
+      runTool(
+        "spawn-agent",
+        ctx.log,
+        () =>
+          spawnAgent(ctx, args, context.sessionID, (step) =>
+            context.metadata({ title: step, metadata: { step } }),
+          ),
+        (result) =>
+          `Spawned ${result.name} (${result.color})${result.paneId ? ` in pane ${result.paneId}` : ", headless"}${
+            result.status === "spawning" ? " - prompt NOT delivered" : ""
+          }`,
+      ),
+  });
+}

@@ -1,0 +1,267 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
+import { v4 as uuidv4 } from "uuid";
+import type { AgentStatusResponse, StatusSummary } from "../../src/operations/status.ts";
+import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
+import { writeJson } from "../../src/state/store.ts";
+import { addAgent } from "../helpers/agents.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { toolCaller } from "../helpers/tools.ts";
+
+let ctx: TestContext;
+let call: ReturnType<typeof toolCaller>;
+
+type Status = {
+  success: boolean;
+  error?: string;
+  agents: AgentStatusResponse[];
+  server?: Record<string, unknown>;
+  summary: StatusSummary;
+  warnings?: string[];
+};
+
+beforeEach(async () => {
+  ctx = await makeTestContext();
+  call = toolCaller(ctx);
+  await call("create-team", { teamName: "alpha" }, "ses_lead");
+});
+afterEach(() => ctx.cleanup());
+
+function status(args: Record<string, unknown>, sessionId = "ses_lead") {
+  return call<Status>("get-agent-status", { teamName: "alpha", ...args }, sessionId);
+}
+
+const SEED_KEYS = [
+  "agentId",
+  "name",
+  "role",
+  "model",
+  "status",
+  "isActive",
+  "color",
+  "heartbeatTs",
+  "heartbeatAge",
+  "heartbeatHealthy",
+  "sessionId",
+  "paneId",
+  "cwd",
+  "consecutiveMisses",
+  "lastError",
+  "sessionRotationCount",
+  "createdAt",
+  "terminatedAt",
+];
+
+describe("get-agent-status", () => {
+  test("each agent carries seed 000's fields and nothing else", async () => {
+    await addAgent(ctx, "alpha", {
+      paneId: "%4",
+      lastError: "APIError: rate limited",
+      terminatedAt: "2026-01-01T00:00:00.000Z",
+    });
+    const result = await status({ includeTerminated: true });
+    expect(result.success).toBe(true);
+    for (const agent of result.agents) {
+      for (const key of Object.keys(agent)) expect(SEED_KEYS).toContain(key);
+    }
+    const worker = result.agents.find((a) => a.name === "worker-1");
+    expect(Object.keys(worker ?? {}).sort()).toEqual([...SEED_KEYS].sort());
+    expect(Object.keys(result).sort()).toEqual(["agents", "success", "summary", "title"]);
+  });
+
+  test("heartbeat age and health come from the freshest heartbeat and the clock", async () => {
+    const agent = await addAgent(ctx, "alpha");
+    ctx.clock.advance(20_000);
+    await call("heartbeat", { agentId: agent.agentId, teamName: "alpha" }, agent.sessionId);
+    ctx.clock.advance(30_500);
+    let [view] = (await status({ agentId: agent.agentId })).agents;
+    expect(view).toMatchObject({
+      heartbeatTs: "2026-01-01T00:00:20.000Z",
+      heartbeatAge: 30.5,
+      heartbeatHealthy: true,
+      isActive: true,
+    });
+    ctx.clock.advance(29_500);
+    [view] = (await status({ agentId: agent.agentId })).agents;
+    expect(view).toMatchObject({ heartbeatAge: 60, heartbeatHealthy: false });
+  });
+
+  test("summary counts as the seed's table; terminated hidden unless asked for", async () => {
+    await addAgent(ctx, "alpha", { name: "a1", status: "active" });
+    await addAgent(ctx, "alpha", { name: "i1", status: "idle" });
+    await addAgent(ctx, "alpha", { name: "x1", status: "inactive" });
+    await addAgent(ctx, "alpha", { name: "s1", status: "shutting_down" });
+    await addAgent(ctx, "alpha", { name: "t1", status: "terminated" });
+    await addAgent(ctx, "alpha", { name: "p1", status: "spawning" });
+    const hidden = await status({});
+    // 6 listed: the leader (active) plus five; the terminated one is not.
+    expect(hidden.agents.map((a) => a.name).sort()).toEqual(["a1", "i1", "leader", "p1", "s1", "x1"]);
+    expect(hidden.summary).toEqual({
+      total: 6,
+      active: 2,
+      idle: 1,
+      inactive: 1,
+      shuttingDown: 1,
+      terminated: 0,
+    });
+    const all = await status({ includeTerminated: true });
+    expect(all.summary).toEqual({
+      total: 7,
+      active: 2,
+      idle: 1,
+      inactive: 1,
+      shuttingDown: 1,
+      terminated: 1,
+    });
+    const isActive = Object.fromEntries(all.agents.map((a) => [a.name, a.isActive]));
+    expect(isActive).toEqual({
+      leader: true,
+      a1: true,
+      i1: true,
+      p1: true,
+      x1: false,
+      s1: false,
+      t1: false,
+    });
+  });
+
+  test("a single agent is returned even when terminated", async () => {
+    const gone = await addAgent(ctx, "alpha", { status: "terminated" });
+    const result = await status({ agentId: gone.agentId });
+    expect(result.agents.map((a) => a.agentId)).toEqual([gone.agentId]);
+    expect(result.summary.terminated).toBe(1);
+  });
+
+  test("any member may ask; a worker sees the whole team", async () => {
+    const worker = await addAgent(ctx, "alpha");
+    const result = await status({}, worker.sessionId);
+    expect(result.success).toBe(true);
+    expect(result.agents).toHaveLength(2);
+  });
+
+  test("a non-member is refused", async () => {
+    const result = await status({}, "ses_stranger");
+    expect(result).toMatchObject({
+      success: false,
+      error:
+        "This session is not a member of team 'alpha'. Only the team's leader and its agents may do this.",
+    });
+  });
+
+  test("error rows: team not found, agent not found", async () => {
+    expect(await call<Status>("get-agent-status", { teamName: "nope" }, "ses_lead")).toMatchObject({
+      success: false,
+      error: "Team 'nope' does not exist",
+    });
+    const missing = uuidv4();
+    expect(await status({ agentId: missing })).toMatchObject({
+      success: false,
+      error: `Agent '${missing}' not found in team 'alpha'`,
+    });
+  });
+
+  test("a damaged agent file is skipped with a warning; the call succeeds", async () => {
+    const good = await addAgent(ctx, "alpha", { name: "good" });
+    const bad = await addAgent(ctx, "alpha", { name: "bad" });
+    await writeFile(ctx.store.paths.agentState("alpha", bad.agentId), '{"version":1,"agentId":');
+    const result = await status({});
+    expect(result.success).toBe(true);
+    expect(result.agents.map((a) => a.agentId)).toContain(good.agentId);
+    expect(result.agents.map((a) => a.agentId)).not.toContain(bad.agentId);
+    expect(result.warnings).toHaveLength(1);
+    expect(result.warnings?.[0]).toContain(bad.agentId);
+  });
+
+  test("a damaged file asked for by id: success, no agent, a warning", async () => {
+    const bad = await addAgent(ctx, "alpha", { name: "bad" });
+    await writeFile(ctx.store.paths.agentState("alpha", bad.agentId), "not json");
+    const result = await status({ agentId: bad.agentId });
+    expect(result.success).toBe(true);
+    expect(result.agents).toEqual([]);
+    expect(result.warnings?.[0]).toContain(bad.agentId);
+  });
+
+  test("it is read-only", async () => {
+    const agent = await addAgent(ctx, "alpha");
+    const file = ctx.store.paths.agentState("alpha", agent.agentId);
+    const before = await Bun.file(file).text();
+    ctx.clock.advance(600_000);
+    await status({ includeServer: true });
+    expect(await Bun.file(file).text()).toBe(before);
+    expect((await ctx.store.readHeartbeat("alpha", agent.agentId)).record).toBeUndefined();
+  });
+});
+
+describe("get-agent-status: includeServer", () => {
+  let listener: Server | undefined;
+  afterEach(() => {
+    listener?.close();
+    listener = undefined;
+  });
+
+  async function listen(): Promise<number> {
+    const server = createServer((socket) => socket.end());
+    listener = server;
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const address = server.address();
+    if (!address || typeof address === "string") throw new Error("no port");
+    return address.port;
+  }
+
+  async function recordServer(info: Partial<ServerInfo>): Promise<void> {
+    await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
+      version: 1,
+      projectPath: ctx.projectRoot,
+      pid: process.pid,
+      port: 1,
+      hostname: "127.0.0.1",
+      startedAt: "2026-01-01T00:00:00.000Z",
+      activeSessions: 0,
+      logPath: "/tmp/x.log",
+      ...info,
+    });
+  }
+
+  test("no ServerInfo: server is left out even when asked for", async () => {
+    const result = await status({ includeServer: true });
+    expect(result.success).toBe(true);
+    expect(result.server).toBeUndefined();
+  });
+
+  test("running: PID alive, port open, healthy; activeSessions as recorded", async () => {
+    const port = await listen();
+    await recordServer({ port, activeSessions: 2 });
+    const result = await status({ includeServer: true });
+    expect(result.server).toEqual({
+      port,
+      pid: process.pid,
+      isRunning: true,
+      activeSessions: 2,
+      hostname: "127.0.0.1",
+      startedAt: "2026-01-01T00:00:00.000Z",
+    });
+  });
+
+  test("not running when the PID is gone, the port is closed, or health fails", async () => {
+    const port = await listen();
+    await recordServer({ port, pid: 2 ** 22 + 17, activeSessions: 3 });
+    expect((await status({ includeServer: true })).server).toMatchObject({
+      isRunning: false,
+      activeSessions: 0,
+    });
+
+    await recordServer({ port: 9 });
+    expect((await status({ includeServer: true })).server?.isRunning).toBe(false);
+
+    await recordServer({ port });
+    ctx.server.down = true;
+    expect((await status({ includeServer: true })).server?.isRunning).toBe(false);
+  });
+
+  test("without includeServer the server is not looked at", async () => {
+    await recordServer({ port: 9 });
+    const result = await status({});
+    expect(result.server).toBeUndefined();
+  });
+});

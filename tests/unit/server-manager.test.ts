@@ -1,0 +1,224 @@
+/**
+ * ServerManager with real processes and a stand-in `opencode serve` (tests/unit/fixtures/fake-opencode-serve.ts):
+ * ports, reuse, detaching, credentials, and every way a start can fail. The real binary is covered in tests/e2e.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { readlink } from "node:fs/promises";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { pidAlive } from "../../src/edges/process.ts";
+import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
+import {
+  candidatePorts,
+  PORT_FIRST,
+  PORT_LAST,
+  preferredPort,
+  ServerManager,
+  ServerStartError,
+} from "../../src/edges/server-manager.ts";
+import { StoragePaths } from "../../src/state/paths.ts";
+import { ServerInfoSchema } from "../../src/state/schemas.ts";
+import { writeJson } from "../../src/state/store.ts";
+
+const FIXTURE = path.join(import.meta.dir, "fixtures", "fake-opencode-serve.ts");
+let root: string;
+let fakeBin: string;
+const started = new Set<number>();
+
+function project(name: string) {
+  const dir = path.join(root, name);
+  const paths = new StoragePaths(path.join(dir, ".opencode", "opencode-teams"));
+  return { dir, paths };
+}
+
+function manager(
+  dir: string,
+  paths: StoragePaths,
+  env: Record<string, string> = {},
+  extra: Partial<ConstructorParameters<typeof ServerManager>[0]> = {},
+) {
+  return new ServerManager({
+    projectRoot: dir,
+    paths,
+    startTimeoutMs: 5_000,
+    opencodeBin: fakeBin,
+    env: { PATH: process.env.PATH ?? "", ...env },
+    ...extra,
+  });
+}
+
+function track<T extends { info: { pid: number } }>(server: T): T {
+  started.add(server.info.pid);
+  return server;
+}
+
+beforeAll(() => {
+  root = realpathSync(mkdtempSync(path.join(tmpdir(), "oct-srv-")));
+  fakeBin = path.join(root, "fake opencode");
+  writeFileSync(fakeBin, `#!/bin/sh\nexec '${process.execPath}' '${FIXTURE}' "$@"\n`);
+  chmodSync(fakeBin, 0o755);
+});
+
+afterEach(async () => {
+  for (const pid of started) await terminateProcess(pid, 1_000);
+  started.clear();
+});
+
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+describe("ports", () => {
+  test("the preferred port is stable per path and inside 28000-28999; candidates wrap around", () => {
+    const a = preferredPort("/some/project");
+    expect(preferredPort("/some/project")).toBe(a);
+    expect(a).toBeGreaterThanOrEqual(PORT_FIRST);
+    expect(a).toBeLessThanOrEqual(PORT_LAST);
+    const ports = candidatePorts("/some/project", 1000);
+    expect(ports[0]).toBe(a);
+    expect(new Set(ports).size).toBe(1000);
+    expect(ports.every((p) => p >= PORT_FIRST && p <= PORT_LAST)).toBe(true);
+  });
+});
+
+describe("ensureRunning", () => {
+  test("cold start: detached, in the project root, ServerInfo written; password in env, not argv", async () => {
+    const { dir, paths } = project("cold");
+    const record = path.join(root, "cold.json");
+    const servers = manager(dir, paths, { OPENCODE_SERVER_PASSWORD: "pw-secret", FAKE_SERVE_RECORD: record });
+    const server = track(await servers.ensureRunning());
+    expect(server.url).toBe(`http://127.0.0.1:${server.info.port}`);
+    expect(server.info.projectPath).toBe(dir);
+    expect(server.info.logPath).toBe(paths.serverLog(dir));
+    expect(await server.api.healthy()).toBe(true);
+    const seen = JSON.parse(readFileSync(record, "utf8")) as { cwd: string; password: string | null };
+    expect(seen.cwd).toBe(dir);
+    expect(seen.password).toBe("pw-secret");
+    const argv = (await processCommandLine(server.info.pid)) ?? [];
+    expect(argv).toContain("serve");
+    expect(argv.join(" ")).not.toContain("pw-secret");
+    // Its own session and process group: it outlives whoever started it.
+    const stat = readFileSync(`/proc/${server.info.pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    expect(Number(fields[2])).toBe(server.info.pid); // pgrp
+    expect(Number(fields[3])).toBe(server.info.pid); // session
+    expect(await readlink(`/proc/${server.info.pid}/cwd`)).toBe(dir);
+    const info = ServerInfoSchema.parse(JSON.parse(readFileSync(paths.serverInfo(dir), "utf8")));
+    expect(info.pid).toBe(server.info.pid);
+    expect(readFileSync(paths.serverLog(dir), "utf8")).toContain("opencode server listening on");
+  });
+
+  test("a live server is reused; a dead one is replaced; current() never starts one", async () => {
+    const { dir, paths } = project("reuse");
+    const servers = manager(dir, paths);
+    expect(await servers.current()).toBeUndefined();
+    const first = track(await servers.ensureRunning());
+    const again = await manager(dir, paths).ensureRunning();
+    expect(again.info.pid).toBe(first.info.pid);
+    expect((await servers.current())?.info.pid).toBe(first.info.pid);
+    await terminateProcess(first.info.pid);
+    expect(await servers.current()).toBeUndefined();
+    const second = track(await servers.ensureRunning());
+    expect(second.info.pid).not.toBe(first.info.pid);
+  });
+
+  test("concurrent ensureRunning from several managers (processes) starts exactly one server", async () => {
+    const { dir, paths } = project("race");
+    const results = await Promise.all([1, 2, 3, 4].map(() => manager(dir, paths).ensureRunning()));
+    for (const r of results) track(r);
+    expect(new Set(results.map((r) => r.info.pid)).size).toBe(1);
+  });
+
+  test("when the preferred port is taken, the next free one is used", async () => {
+    const { dir, paths } = project("taken");
+    const preferred = preferredPort(dir);
+    const blocker = net.createServer();
+    await new Promise<void>((resolve) => blocker.listen(preferred, "127.0.0.1", resolve));
+    try {
+      const server = track(await manager(dir, paths).ensureRunning());
+      expect(server.info.port).not.toBe(preferred);
+      expect(candidatePorts(dir)).toContain(server.info.port);
+    } finally {
+      blocker.close();
+    }
+  });
+
+  test("a binary that does not exist: Failed to start OpenCode server with the reason", async () => {
+    const { dir, paths } = project("nobin");
+    const error = await manager(dir, paths, {}, { opencodeBin: path.join(root, "no-such-opencode") })
+      .ensureRunning()
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ServerStartError);
+    expect((error as Error).message).toMatch(
+      /^Failed to start OpenCode server: cannot run .*no-such-opencode/,
+    );
+    expect(existsSync(paths.serverInfo(dir))).toBe(false);
+  });
+
+  test("a server that exits at once: the exit code and the last lines of its log", async () => {
+    const { dir, paths } = project("exits");
+    const error = await manager(dir, paths, { FAKE_SERVE_MODE: "exit" })
+      .ensureRunning()
+      .catch((e: unknown) => e);
+    expect((error as Error).message).toMatch(/^Failed to start OpenCode server: .* exited with code 1/);
+    expect((error as Error).message).toContain("fake configuration problem on line 3");
+    expect((error as Error).message).toContain(paths.serverLog(dir));
+  });
+
+  test("a server that never answers: timeout, and the process we started is stopped", async () => {
+    const { dir, paths } = project("hangs");
+    const record = path.join(root, "hang.json");
+    const error = await manager(
+      dir,
+      paths,
+      { FAKE_SERVE_MODE: "hang", FAKE_SERVE_RECORD: record },
+      { startTimeoutMs: 1_200 },
+    )
+      .ensureRunning()
+      .catch((e: unknown) => e);
+    expect((error as Error).message).toMatch(/did not answer .*\/global\/health within 1200 ms/);
+    const { pid } = JSON.parse(readFileSync(record, "utf8")) as { pid: number };
+    expect(processRunning(pid)).toBe(false);
+  });
+
+  test("a slow start is waited for", async () => {
+    const { dir, paths } = project("slow");
+    const server = track(await manager(dir, paths, { FAKE_SERVE_MODE: "slow" }).ensureRunning());
+    expect(await server.api.healthy()).toBe(true);
+  });
+
+  test("a live server that refuses our credentials is reported, not killed", async () => {
+    const { dir, paths } = project("auth");
+    const server = track(await manager(dir, paths, { OPENCODE_SERVER_PASSWORD: "right" }).ensureRunning());
+    const error = await manager(dir, paths, { OPENCODE_SERVER_PASSWORD: "wrong" })
+      .ensureRunning()
+      .catch((e: unknown) => e);
+    expect((error as Error).message).toMatch(/^Failed to start OpenCode server: .*refuses our credentials/);
+    expect(pidAlive(server.info.pid)).toBe(true);
+  });
+
+  test("a recorded pid that is alive but not a server is left alone and a new server started", async () => {
+    const { dir, paths } = project("reused-pid");
+    await writeJson(paths.serverInfo(dir), ServerInfoSchema, {
+      version: 1,
+      projectPath: dir,
+      pid: process.pid,
+      port: preferredPort(dir),
+      hostname: "127.0.0.1",
+      startedAt: new Date().toISOString(),
+      activeSessions: 3,
+      logPath: paths.serverLog(dir),
+    });
+    const server = track(await manager(dir, paths).ensureRunning());
+    expect(server.info.pid).not.toBe(process.pid);
+    expect(server.info.activeSessions).toBe(0);
+  });
+});

@@ -1,0 +1,401 @@
+import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { mkdir, readFile } from "node:fs/promises";
+import path from "node:path";
+import { paneTiming } from "../../src/operations/agent-pane.ts";
+import { COLOR_PALETTE } from "../../src/operations/color-pool.ts";
+import { parseAgentSessionTitle } from "../../src/operations/identity-prompt.ts";
+import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/spawn.ts";
+import { createTeam } from "../../src/operations/team.ts";
+import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
+import { readJson, writeJson } from "../../src/state/store.ts";
+import { addAgent } from "../helpers/agents.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { toolCaller } from "../helpers/tools.ts";
+
+const LEADER = "ses_leader";
+
+type SpawnResult = SpawnAgentOutput & { success: boolean; error?: string };
+
+let ctx: TestContext;
+let call: ReturnType<typeof toolCaller>;
+
+beforeAll(() => {
+  paneTiming.settleMs = 0;
+  paneTiming.tuiReadyMs = 0;
+  paneTiming.exitGraceMs = 0;
+});
+
+beforeEach(async () => {
+  ctx = await makeTestContext({ promptRetryDelayMs: 0 });
+  call = toolCaller(ctx);
+  await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
+});
+
+afterEach(() => ctx.cleanup());
+
+const spawn = (args: Record<string, unknown>, session = LEADER) =>
+  call<SpawnResult>("spawn-agent", { teamName: "alpha", prompt: "Build the thing", ...args }, session);
+
+async function agentFile(agentId: string, team = "alpha"): Promise<AgentState | undefined> {
+  const read = await ctx.store.readAgent(team, agentId);
+  return read.kind === "ok" ? read.value : undefined;
+}
+
+async function members(team = "alpha") {
+  const read = await ctx.store.readTeam(team);
+  return read.kind === "ok" ? read.value.members : [];
+}
+
+async function activeColors() {
+  const pool = await readJson(ctx.store.paths.colorPool, ColorPoolSchema);
+  return pool.kind === "ok" ? pool.value.assignments.filter((a) => !a.releasedAt) : [];
+}
+
+/** Nothing of a failed spawn may remain: no member besides the leader, no agent file, no color, no session, no pane. */
+async function expectNoGhost() {
+  expect((await members()).map((m) => m.role)).toEqual(["leader"]);
+  const { items } = await ctx.store.listAgentViews("alpha");
+  expect(items.map((v) => v.state.role)).toEqual(["leader"]);
+  expect(await activeColors()).toEqual([]);
+  expect(ctx.server.sessions.size).toBe(0);
+  expect([...ctx.tmux.panes.values()].filter((p) => p.alive)).toEqual([]);
+}
+
+describe("spawn-agent: the flow", () => {
+  test("session, color, pane, state, member, prompt, active", async () => {
+    const steps: string[] = [];
+    const result = await spawnAgent(
+      ctx,
+      { teamName: "alpha", prompt: "Build the thing", name: "builder" },
+      LEADER,
+      (step) => steps.push(step),
+    );
+    if (!result.success) throw new Error(result.error);
+    expect(result).toMatchObject({ name: "builder", status: "active", promptDelivery: "sdk", port: 28001 });
+    expect(result.warnings).toBeUndefined();
+    expect(steps).toEqual([
+      "Starting the OpenCode server",
+      "Creating the session for builder",
+      "Opening a tmux pane for builder",
+      "Delivering the prompt to builder",
+    ]);
+
+    const session = ctx.server.sessions.get(result.sessionId);
+    expect(parseAgentSessionTitle(session?.title ?? "")).toEqual({
+      teamName: "alpha",
+      name: "builder",
+      agentId: result.agentId,
+    });
+    expect(session?.title).toBe(`teams::alpha::builder::${result.agentId}`);
+    expect(session?.directory).toBe(ctx.projectRoot);
+    expect(session?.prompts).toEqual([
+      { text: "Build the thing", model: { providerID: "mock", modelID: "mock-model" } },
+    ]);
+
+    const pane = ctx.tmux.panes.get(result.paneId ?? "");
+    expect(pane?.spec).toMatchObject({
+      session: "teams-alpha",
+      window: "team-alpha",
+      cwd: ctx.projectRoot,
+      command: [
+        "opencode",
+        "attach",
+        ctx.server.baseUrl,
+        "--session",
+        result.sessionId,
+        "--dir",
+        ctx.projectRoot,
+      ],
+      layout: "tiled",
+      options: {
+        opencode_session_id: result.sessionId,
+        agent_id: result.agentId,
+        agent_name: "builder",
+        agent_color: result.color,
+      },
+    });
+    expect(pane?.spec.env).toEqual({});
+
+    const state = await agentFile(result.agentId);
+    expect(state).toMatchObject({
+      status: "active",
+      role: "worker",
+      model: "mock/mock-model",
+      providerId: "mock",
+      sessionId: result.sessionId,
+      paneId: result.paneId,
+      attachPid: pane?.panePid,
+      tmux: { session: "teams-alpha", window: "team-alpha" },
+      color: result.color,
+      prompt: "Build the thing",
+      headless: false,
+      heartbeatSource: "spawn",
+    });
+    expect((await members()).map((m) => m.name)).toEqual(["leader", "builder"]);
+    expect((await ctx.store.readHeartbeat("alpha", result.agentId)).record?.source).toBe("spawn");
+    expect((await activeColors()).map((a) => a.agentId)).toEqual([result.agentId]);
+    const history = JSON.parse(await readFile(ctx.store.paths.history("alpha"), "utf8")) as {
+      entries: { agent_id: string; status: string }[];
+    };
+    expect(history.entries).toEqual([
+      expect.objectContaining({ agent_id: result.agentId, status: "spawned" }),
+    ]);
+  });
+
+  test("the password reaches the pane through its environment, not its command", async () => {
+    const saved = process.env.OPENCODE_SERVER_PASSWORD;
+    process.env.OPENCODE_SERVER_PASSWORD = "hunter2";
+    try {
+      const result = await spawn({});
+      const pane = ctx.tmux.panes.get(result.paneId ?? "");
+      expect(pane?.spec.env).toEqual({
+        OPENCODE_SERVER_PASSWORD: "hunter2",
+        OPENCODE_SERVER_USERNAME: "opencode",
+      });
+      expect(pane?.spec.command.join(" ")).not.toContain("hunter2");
+    } finally {
+      if (saved === undefined) delete process.env.OPENCODE_SERVER_PASSWORD;
+      else process.env.OPENCODE_SERVER_PASSWORD = saved;
+    }
+  });
+
+  test("headless: no pane, no tmux needed, paneId absent", async () => {
+    ctx.tmux.installed = false;
+    const result = await spawn({ headless: true });
+    expect(result.success).toBe(true);
+    expect("paneId" in result).toBe(false);
+    const state = await agentFile(result.agentId);
+    expect(state?.headless).toBe(true);
+    expect(state?.paneId).toBeUndefined();
+    expect(ctx.tmux.panes.size).toBe(0);
+  });
+
+  test("inside the user's tmux the team window goes into the user's session; a private socket wins", async () => {
+    ctx.tmux.insideSession = "my work";
+    const inside = await spawn({});
+    expect(ctx.tmux.panes.get(inside.paneId ?? "")?.spec).toMatchObject({
+      session: "my work",
+      window: "team-alpha",
+    });
+    expect((await agentFile(inside.agentId))?.tmux).toEqual({ session: "my work", window: "team-alpha" });
+
+    const isolated = await makeTestContext({ promptRetryDelayMs: 0, tmuxSocket: "oct-test" });
+    try {
+      isolated.tmux.insideSession = "my work";
+      await createTeam(isolated, { teamName: "alpha" }, LEADER);
+      const result = await spawnAgent(isolated, { teamName: "alpha", prompt: "x" }, LEADER);
+      if (!result.success) throw new Error(result.error);
+      expect(isolated.tmux.panes.get(result.paneId ?? "")?.spec).toMatchObject({
+        socket: "oct-test",
+        session: "teams-alpha",
+        window: "team-alpha",
+      });
+    } finally {
+      await isolated.cleanup();
+    }
+  });
+
+  test("model: provider/model, providerId + model id, team default, server default", async () => {
+    const a = await spawn({ model: "anthropic/claude-sonnet-4-5" });
+    expect(ctx.server.sessions.get(a.sessionId)?.prompts[0]?.model).toEqual({
+      providerID: "anthropic",
+      modelID: "claude-sonnet-4-5",
+    });
+    const b = await spawn({ model: "anthropic/claude-3.5", providerId: "openrouter" });
+    expect(ctx.server.sessions.get(b.sessionId)?.prompts[0]?.model).toEqual({
+      providerID: "openrouter",
+      modelID: "anthropic/claude-3.5",
+    });
+    expect((await agentFile(b.agentId))?.model).toBe("openrouter/anthropic/claude-3.5");
+    const c = await spawn({ model: "claude-x", providerId: "anthropic" });
+    expect((await agentFile(c.agentId))?.model).toBe("anthropic/claude-x");
+
+    await createTeam(ctx, { teamName: "plain" }, "ses_other_leader");
+    const d = await call<SpawnResult>("spawn-agent", { teamName: "plain", prompt: "x" }, "ses_other_leader");
+    expect(ctx.server.sessions.get(d.sessionId)?.prompts[0]?.model).toBeUndefined();
+    expect((await agentFile(d.agentId, "plain"))?.model).toBe("default");
+  });
+
+  test("bad model arguments are refused before anything happens", async () => {
+    expect((await spawn({ model: "claude-without-provider" })).error).toMatch(
+      /^Invalid model 'claude-without-provider'/,
+    );
+    expect((await spawn({ providerId: "anthropic" })).error).toMatch(/^providerId 'anthropic' needs a model/);
+    expect(ctx.serverEnsureCalls).toBe(0);
+    await expectNoGhost();
+  });
+
+  test("names: auto-generated per role and unique, given names kept; cwd resolved; timeoutMinutes stored", async () => {
+    await mkdir(path.join(ctx.projectRoot, "sub dir"));
+    const a = await spawn({ cwd: "sub dir", timeoutMinutes: 15 });
+    const b = await spawn({ role: "reviewer" });
+    const c = await spawn({ name: "worker-2" });
+    const d = await spawn({});
+    expect([a.name, b.name, c.name, d.name]).toEqual(["worker-1", "reviewer-1", "worker-2", "worker-3"]);
+    const state = await agentFile(a.agentId);
+    expect(state?.cwd).toBe(path.join(ctx.projectRoot, "sub dir"));
+    expect(state?.timeoutMinutes).toBe(15);
+    expect(ctx.server.sessions.get(a.sessionId)?.directory).toBe(path.join(ctx.projectRoot, "sub dir"));
+    expect((await spawn({ cwd: "nope" })).error).toBe(
+      `Working directory '${path.join(ctx.projectRoot, "nope")}' does not exist`,
+    );
+    expect((await spawn({ name: "bad\nname" })).error).toMatch(/^Invalid agent name/);
+  });
+
+  test("ServerInfo.activeSessions counts the running agents", async () => {
+    const info = ctx.store.paths.serverInfo(ctx.projectRoot);
+    await writeJson(info, ServerInfoSchema, {
+      version: 1,
+      projectPath: ctx.projectRoot,
+      pid: process.pid,
+      port: 28001,
+      hostname: "127.0.0.1",
+      startedAt: new Date().toISOString(),
+      activeSessions: 0,
+      logPath: "x",
+    });
+    await spawn({});
+    await spawn({ headless: true });
+    const read = await readJson(info, ServerInfoSchema);
+    expect(read.kind === "ok" && read.value.activeSessions).toBe(2);
+  });
+});
+
+describe("spawn-agent: the seed's error table", () => {
+  test("caller is not the leader: a stranger, and a worker of the team", async () => {
+    expect((await spawn({}, "ses_stranger")).error).toBe("Only the team leader can spawn agents");
+    const worker = await addAgent(ctx, "alpha", { sessionId: "ses_worker" });
+    expect((await spawn({}, "ses_worker")).error).toBe("Only the team leader can spawn agents");
+    expect(ctx.serverEnsureCalls).toBe(0);
+    expect((await members()).map((m) => m.agentId)).toContain(worker.agentId);
+  });
+
+  test("team not found", async () => {
+    expect((await spawn({ teamName: "nope" })).error).toBe("Team 'nope' does not exist");
+  });
+
+  test("tmux not available", async () => {
+    ctx.tmux.installed = false;
+    expect((await spawn({})).error).toBe("tmux is required for agent spawning");
+    expect(ctx.serverEnsureCalls).toBe(0);
+    await expectNoGhost();
+  });
+
+  test("server failed to start", async () => {
+    ctx.serverStartFailure = "opencode exited with code 1 (log: /x/server.log)";
+    expect((await spawn({})).error).toBe(
+      "Failed to start OpenCode server: opencode exited with code 1 (log: /x/server.log)",
+    );
+    await expectNoGhost();
+  });
+
+  test("session creation failed: nothing remains", async () => {
+    ctx.server.createSession = async () => {
+      throw new Error("POST /session failed (HTTP 500)");
+    };
+    expect((await spawn({})).error).toBe("Failed to create SDK session: POST /session failed (HTTP 500)");
+    await expectNoGhost();
+  });
+
+  test("pane creation failed: the session is deleted, the color released, the member removed", async () => {
+    ctx.tmux.failOpen = true;
+    expect((await spawn({})).error).toBe(
+      "Failed to create tmux pane: tmux split-window failed: no space for new pane",
+    );
+    expect(ctx.server.calls.some((c) => c.startsWith("deleteSession"))).toBe(true);
+    await expectNoGhost();
+  });
+
+  test("a pane whose command dies at once is a pane failure", async () => {
+    const original = ctx.tmux.openPane.bind(ctx.tmux);
+    ctx.tmux.openPane = async (spec) => {
+      const opened = await original(spec);
+      const pane = ctx.tmux.panes.get(opened.paneId);
+      if (pane) pane.alive = false;
+      return opened;
+    };
+    expect((await spawn({})).error).toMatch(
+      /^Failed to create tmux pane: the pane's command exited right away/,
+    );
+    await expectNoGhost();
+  });
+
+  test("an unexpected failure mid-way (color pool unwritable) is rolled back too", async () => {
+    await mkdir(ctx.store.paths.colorPool, { recursive: true });
+    const result = await spawn({});
+    expect(result.error).toMatch(/^spawn-agent failed: /);
+    expect((await members()).map((m) => m.role)).toEqual(["leader"]);
+    expect(ctx.server.sessions.size).toBe(0);
+  });
+
+  test("prompt delivery: retried, 3 attempts", async () => {
+    ctx.server.failPrompts = 2;
+    const result = await spawn({});
+    expect(result).toMatchObject({ success: true, status: "active", promptDelivery: "sdk" });
+    expect(ctx.server.sessions.get(result.sessionId)?.prompts).toHaveLength(1);
+  });
+
+  test("prompt delivery: after 3 failed attempts the prompt is typed into the pane", async () => {
+    ctx.server.failPrompts = 3;
+    ctx.tmux.onType = (pane) => {
+      const session = ctx.server.sessions.get(pane.spec.options?.opencode_session_id ?? "");
+      if (session) session.messages += 1;
+    };
+    const result = await spawn({});
+    expect(result).toMatchObject({ success: true, status: "active", promptDelivery: "pane" });
+    expect(ctx.tmux.panes.get(result.paneId ?? "")?.typed).toEqual(["Build the thing"]);
+  });
+
+  test("prompt delivery failed everywhere: the agent stays spawning and the response says so", async () => {
+    ctx.server.dropPrompts = true;
+    const result = await spawn({});
+    expect(result).toMatchObject({ success: true, status: "spawning", promptDelivery: "failed" });
+    expect(result.warnings?.[0]).toMatch(
+      /^The initial prompt could not be delivered \(attempt 1: accepted, but no new message/,
+    );
+    expect(result.warnings?.[0]).toContain("typing into the pane");
+    expect(result.warnings?.[0]).toContain("stays 'spawning'");
+    expect(result.title).toContain("prompt NOT delivered");
+    expect((await agentFile(result.agentId))?.status).toBe("spawning");
+    expect(ctx.server.sessions.get(result.sessionId)?.prompts).toHaveLength(3);
+  });
+
+  test("prompt delivery failed, headless: no typing fallback", async () => {
+    ctx.server.failPrompts = 5;
+    const result = await spawn({ headless: true });
+    expect(result).toMatchObject({ success: true, status: "spawning", promptDelivery: "failed" });
+    expect(result.warnings?.[0]).toContain("attempt 3: prompt_async failed (HTTP 400)");
+    expect(result.warnings?.[0]).not.toContain("typing");
+  });
+});
+
+describe("spawn-agent: concurrency and colors", () => {
+  test("5 concurrent spawns into one team: all succeed with distinct names, colors and panes", async () => {
+    const results = await Promise.all(Array.from({ length: 5 }, (_, i) => spawn({ prompt: `task ${i}` })));
+    expect(results.every((r) => r.success)).toBe(true);
+    expect(new Set(results.map((r) => r.color)).size).toBe(5);
+    expect(new Set(results.map((r) => r.paneId)).size).toBe(5);
+    expect(new Set(results.map((r) => r.name)).size).toBe(5);
+    expect((await members()).length).toBe(6);
+    expect((await activeColors()).length).toBe(5);
+    const { items } = await ctx.store.listAgentViews("alpha");
+    expect(items.filter((v) => v.state.role === "worker" && v.state.status === "active")).toHaveLength(5);
+  });
+
+  test("all 10 colors held: the color of a stopped agent is reused, with a warning; else one is shared", async () => {
+    const first = await Promise.all(COLOR_PALETTE.map(() => spawn({ headless: true })));
+    expect(new Set(first.map((r) => r.color))).toEqual(new Set(COLOR_PALETTE));
+    // The eleventh while all ten run: shared, with a warning.
+    const shared = await spawn({ headless: true });
+    expect(shared.success).toBe(true);
+    expect(shared.warnings?.[0]).toMatch(/colors are held by running agents; '.*' is now shared/);
+    // An agent that died without releasing its color (a crash): its color is taken over.
+    const victim = first[3] as SpawnResult;
+    await ctx.store.updateAgent("alpha", victim.agentId, (s) =>
+      s ? { ...s, status: "inactive" } : undefined,
+    );
+    const reused = await spawn({ headless: true });
+    expect(reused.color).toBe(victim.color);
+    expect(reused.warnings?.[0]).toContain(`reused '${victim.color}' from agent ${victim.agentId}`);
+  });
+});
