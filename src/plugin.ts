@@ -14,12 +14,14 @@ import { resolveProjectRoot } from "./project-root.ts";
 import { resolveStorageRoot, StoragePaths } from "./state/paths.ts";
 import { TeamStore } from "./state/team-store.ts";
 import { agentHistoryTool } from "./tools/agent-history.ts";
+import { completeAgentTool } from "./tools/complete-agent.ts";
 import { confirmShutdownTool } from "./tools/confirm-shutdown.ts";
 import { createTeamTool } from "./tools/create-team.ts";
 import { getAgentStatusTool } from "./tools/get-agent-status.ts";
 import { heartbeatTool } from "./tools/heartbeat.ts";
 import { killAgentTool } from "./tools/kill-agent.ts";
 import { listAgentsTool } from "./tools/list-agents.ts";
+import { resumeAgentTool } from "./tools/resume-agent.ts";
 import { spawnAgentTool } from "./tools/spawn-agent.ts";
 import { createTaskTool, listTasksTool, updateTaskTool } from "./tools/tasks.ts";
 
@@ -85,6 +87,8 @@ export function createTools(ctx: TeamsContext): NonNullable<Hooks["tool"]> {
     "spawn-agent": spawnAgentTool(ctx),
     "kill-agent": killAgentTool(ctx),
     "confirm-shutdown": confirmShutdownTool(ctx),
+    "complete-agent": completeAgentTool(ctx),
+    "resume-agent": resumeAgentTool(ctx),
   };
 }
 

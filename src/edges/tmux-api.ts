@@ -36,6 +36,11 @@ export interface TmuxApi {
   openPane(spec: PaneSpec): Promise<{ paneId: string; panePid: number }>;
   /** "alive": the pane exists and its process runs; "gone": it does not; "unknown": tmux could not be asked. */
   paneState(ref: PaneRef): Promise<"alive" | "gone" | "unknown">;
+  /**
+   * Ids of the panes whose process still runs on a tmux server (one call for all of them); an empty set when that
+   * server is not running; undefined when tmux could not be asked.
+   */
+  livePanes(socket: string | undefined): Promise<Set<string> | undefined>;
   /** Type text into a pane (the prompt-delivery fallback). */
   sendText(ref: PaneRef, text: string): Promise<void>;
   /** Send C-c, then kill the pane; resolves once it is gone. */

@@ -315,6 +315,24 @@ export class TmuxCli implements TmuxApi {
     return dead === "1" ? "gone" : "alive";
   }
 
+  async livePanes(socket: string | undefined): Promise<Set<string> | undefined> {
+    let result: RunResult;
+    try {
+      result = await this.run(socket, ["list-panes", "-a", "-F", "#{pane_id} #{pane_dead}"]);
+    } catch {
+      return undefined;
+    }
+    if (result.code !== 0) {
+      return /no server running|error connecting|no such file/i.test(result.stderr) ? new Set() : undefined;
+    }
+    const live = new Set<string>();
+    for (const line of result.stdout.split("\n")) {
+      const [id, dead] = line.trim().split(" ");
+      if (id && dead === "0") live.add(id);
+    }
+    return live;
+  }
+
   async sendText(ref: PaneRef, text: string): Promise<void> {
     // A paste, not keystrokes: newlines in the text would otherwise submit it line by line. The buffer is loaded from
     // stdin so the text never shows in argv and has no length limit.

@@ -3,6 +3,7 @@ import type { OpencodeApi } from "../edges/opencode-api.ts";
 import type { TeamsContext } from "./context.ts";
 import { EventMonitor } from "./monitor.ts";
 import { StaleSweeper } from "./sweep.ts";
+import { enforceTimeouts } from "./timeouts.ts";
 
 /**
  * The only place with timers. OpenCode loads the plugin in several processes, and within one process once per
@@ -73,6 +74,7 @@ function start(ctx: TeamsContext, timing: LivenessTiming): Running {
     if (sweeping) return;
     sweeping = sweeper
       .sweep()
+      .then(() => enforceTimeouts(ctx))
       .then(() => undefined)
       .catch((error: unknown) => {
         ctx.log("error", "stale sweep failed", {

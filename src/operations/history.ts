@@ -144,26 +144,50 @@ export function recordSpawned(ctx: TeamsContext, agent: AgentState, plan?: strin
   });
 }
 
-/** An agent's run ended. Only its open (spawned) entry changes: an outcome is recorded once. */
+export type EndedHistoryStatus = Exclude<HistoryStatus, "spawned" | "resumed">;
+
+export interface RunEnd {
+  agentId: string;
+  status: EndedHistoryStatus;
+  summary?: string;
+  reason?: string;
+}
+
+/**
+ * Runs that ended, in one history write however many there are (a sweep may end a thousand at once). Only an open
+ * (spawned) entry changes: an outcome is recorded once.
+ */
+export function recordRunsEnded(
+  ctx: TeamsContext,
+  teamName: string,
+  ends: readonly RunEnd[],
+): Promise<string[]> {
+  if (ends.length === 0) return Promise.resolve([]);
+  const now = isoNow(ctx.clock);
+  const byAgent = new Map(ends.map((end) => [end.agentId, end]));
+  return updateHistory(ctx, teamName, (entries) =>
+    entries.map((entry) => {
+      const end = entry.status === "spawned" ? byAgent.get(entry.agent_id) : undefined;
+      return end
+        ? {
+            ...entry,
+            status: end.status,
+            completion_timestamp: now,
+            ...(end.summary ? { summary: end.summary } : {}),
+            ...(end.reason ? { reason: end.reason } : {}),
+          }
+        : entry;
+    }),
+  );
+}
+
+/** One agent's run ended. */
 export function recordEnded(
   ctx: TeamsContext,
   teamName: string,
   agentId: string,
-  status: Exclude<HistoryStatus, "spawned" | "resumed">,
+  status: EndedHistoryStatus,
   details: { summary?: string; reason?: string } = {},
 ): Promise<string[]> {
-  const now = isoNow(ctx.clock);
-  return updateHistory(ctx, teamName, (entries) =>
-    entries.map((entry) =>
-      entry.agent_id === agentId && entry.status === "spawned"
-        ? {
-            ...entry,
-            status,
-            completion_timestamp: now,
-            ...(details.summary ? { summary: details.summary } : {}),
-            ...(details.reason ? { reason: details.reason } : {}),
-          }
-        : entry,
-    ),
-  );
+  return recordRunsEnded(ctx, teamName, [{ agentId, status, ...details }]);
 }

@@ -40,7 +40,7 @@ export interface KillOptions {
 
 /** Statuses in which an agent's model is running turns and can be asked to shut down. */
 const ANSWERING: ReadonlySet<AgentStatus> = new Set(["active", "idle", "shutting_down"]);
-const RUNNING: ReadonlySet<AgentStatus> = new Set(["spawning", "active", "idle", "shutting_down"]);
+export const RUNNING: ReadonlySet<AgentStatus> = new Set(["spawning", "active", "idle", "shutting_down"]);
 
 function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -65,7 +65,11 @@ export function shutdownRequestText(
   ].join("\n");
 }
 
-async function readAgentOrFail(ctx: TeamsContext, team: TeamConfig, agentId: string): Promise<AgentState> {
+export async function readAgentOrFail(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+): Promise<AgentState> {
   const read = await ctx.store.readAgent(team.name, agentId);
   if (read.kind === "ok") return read.value;
   if (read.kind === "corrupt") throw new CallerError(`Agent '${agentId}' cannot be read: ${read.warning}`);
@@ -130,6 +134,8 @@ async function requestShutdown(
 }
 
 export interface FinishResult {
+  /** This call made the transition from a running status (a concurrent finisher, or an agent already inactive: false). */
+  ended: boolean;
   reassignedTasks: string[];
   warnings: string[];
 }
@@ -141,8 +147,15 @@ export interface FinishHow {
   outcome: NonNullable<AgentState["outcome"]>;
   /** History status for a run that was still going. */
   history: EndedStatus;
+  /** The agent's own account of its work, for the history (complete-agent). */
+  summary?: string;
   /** Leave the pane open for a human to read (a team with keepPanes, on completion). */
   keepPane?: boolean;
+  /**
+   * Abort the session's running turn (default). Not when the agent itself is calling: aborting would cut off the
+   * very tool call that reports its end, and the turn ends by itself once the agent has the result.
+   */
+  abortSession?: boolean;
 }
 
 /**
@@ -157,13 +170,15 @@ export async function finishAgent(
   how: FinishHow,
 ): Promise<FinishResult> {
   const warnings: string[] = [];
-  const server = await ctx.edges.projectServer();
-  if (server) {
-    await server.abortSession(agent.sessionId).catch((error: unknown) => {
-      warnings.push(`Could not abort session ${agent.sessionId}: ${message(error)}`);
-    });
-  } else if (RUNNING.has(agent.status)) {
-    warnings.push("The project's OpenCode server is not running; there was no session to abort");
+  if (how.abortSession !== false) {
+    const server = await ctx.edges.projectServer();
+    if (server) {
+      await server.abortSession(agent.sessionId).catch((error: unknown) => {
+        warnings.push(`Could not abort session ${agent.sessionId}: ${message(error)}`);
+      });
+    } else if (RUNNING.has(agent.status)) {
+      warnings.push("The project's OpenCode server is not running; there was no session to abort");
+    }
   }
   // Re-read: a resume or spawn may have recorded a pane after `agent` was read.
   const latest = await ctx.store.readAgent(agent.teamName, agent.agentId);
@@ -197,8 +212,19 @@ export async function finishAgent(
   await recountActiveSessions(ctx).catch((error: unknown) => {
     warnings.push(`Could not update activeSessions: ${message(error)}`);
   });
-  if (endedBy && wasRunning) warnings.push(...(await agentEnded(ctx, endedBy, how.history, how.reason)));
-  return { reassignedTasks: reassigned.get(agent.agentId) ?? [], warnings };
+  if (endedBy && wasRunning) {
+    warnings.push(
+      ...(await agentEnded(ctx, endedBy, how.history, {
+        reason: how.reason,
+        ...(how.summary ? { summary: how.summary } : {}),
+      })),
+    );
+  }
+  return {
+    ended: endedBy !== undefined && wasRunning,
+    reassignedTasks: reassigned.get(agent.agentId) ?? [],
+    warnings,
+  };
 }
 
 /**

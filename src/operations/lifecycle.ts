@@ -1,6 +1,7 @@
 import type { AgentState } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
-import { recordEnded, recordSpawned } from "./history.ts";
+import { recordEnded, recordRunsEnded, recordSpawned } from "./history.ts";
+import { onAgentsInactive } from "./inactive.ts";
 
 /**
  * The lifecycle points spawn and kill report, in one place, so what happens at them (today: the agent history) is
@@ -10,6 +11,12 @@ import { recordEnded, recordSpawned } from "./history.ts";
 
 /** How a run ended, as the history records it. */
 export type EndedStatus = "interrupted" | "completed" | "failed" | "timeout";
+
+export interface EndDetails {
+  reason: string;
+  /** The agent's own account of its work (complete-agent). */
+  summary?: string;
+}
 
 export interface LifecycleListener {
   spawned?(ctx: TeamsContext, agent: AgentState): Promise<string[] | undefined>;
@@ -21,14 +28,25 @@ export interface LifecycleListener {
     ctx: TeamsContext,
     agent: AgentState,
     status: EndedStatus,
-    reason: string,
+    details: EndDetails,
   ): Promise<string[] | undefined>;
 }
 
 export const historyListener: LifecycleListener = {
   spawned: (ctx, agent) => recordSpawned(ctx, agent),
-  ended: (ctx, agent, status, reason) => recordEnded(ctx, agent.teamName, agent.agentId, status, { reason }),
+  ended: (ctx, agent, status, details) => recordEnded(ctx, agent.teamName, agent.agentId, status, details),
 };
+
+// Agents the liveness machinery gives up on (stale, pane or session gone) were interrupted: one history write per
+// batch, so a sweep that ends many agents at once stays cheap.
+onAgentsInactive(async (ctx, teamName, agents) => {
+  const warnings = await recordRunsEnded(
+    ctx,
+    teamName,
+    agents.map(({ agent, reason }) => ({ agentId: agent.agentId, status: "interrupted", reason })),
+  );
+  for (const warning of warnings) ctx.log("warn", warning, { team: teamName });
+});
 
 /** Listeners run in order on every spawn and kill; push to add one. */
 export const lifecycleListeners: LifecycleListener[] = [historyListener];
@@ -59,7 +77,9 @@ export function agentEnded(
   ctx: TeamsContext,
   agent: AgentState,
   status: EndedStatus,
-  reason: string,
+  details: EndDetails,
 ): Promise<string[]> {
-  return notify(ctx, "the end of the run in the agent history", (l) => l.ended?.(ctx, agent, status, reason));
+  return notify(ctx, "the end of the run in the agent history", (l) =>
+    l.ended?.(ctx, agent, status, details),
+  );
 }

@@ -13,7 +13,7 @@ import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
 import { agentSessionTitle } from "./identity-prompt.ts";
 import { agentSpawned } from "./lifecycle.ts";
-import { CallerError, fail, type OpResult } from "./result.ts";
+import { CallerError, type Failure, fail, type OpResult } from "./result.ts";
 import { recountActiveSessions } from "./server-sessions.ts";
 
 export interface SpawnAgentInput {
@@ -49,7 +49,7 @@ export type SpawnProgress = (step: string) => void;
 
 const NAME_MAX = 64;
 
-interface ResolvedModel {
+export interface ResolvedModel {
   /** What AgentState.model records: "provider/model", or "default" when the server's default applies. */
   model: string;
   providerId?: string;
@@ -252,91 +252,94 @@ async function removeAgentFiles(ctx: TeamsContext, teamName: string, agentId: st
   await rm(ctx.store.paths.heartbeatSlot(teamName, agentId), { force: true });
 }
 
+/** Per-step durations for the log (where a slow spawn spends its time), and progress shown to the caller. */
+export class StepClock {
+  readonly timings: Record<string, number> = {};
+  private step = "validate";
+  private startedAt = Date.now();
+  constructor(private readonly report: SpawnProgress) {}
+  mark(step: string): void {
+    this.timings[this.step] = Date.now() - this.startedAt;
+    this.step = step;
+    this.startedAt = Date.now();
+  }
+  progress(step: string, text: string): void {
+    this.mark(step);
+    this.report(text);
+  }
+}
+
+/** What spawn-agent and resume-agent bring up: everything after validation and the server. */
+export interface LaunchSpec {
+  team: TeamConfig;
+  server: ProjectServer;
+  role: "worker" | "reviewer";
+  /** Validated requested name; a free `<role>-<n>` when absent. */
+  name?: string;
+  model: ResolvedModel;
+  cwd: string;
+  headless: boolean;
+  timeoutMinutes?: number;
+  /** The agent's task as AgentState.prompt keeps it (listings, history, a later resume). */
+  taskPrompt: string;
+  /** What is sent to the session now. */
+  message: string;
+  /** Continue this existing session (resume) instead of creating one; it is never deleted on rollback. */
+  reuseSessionId?: string;
+  /** The agent this one continues (resume). */
+  resumes?: string;
+}
+
 /**
- * spawn-agent (seed 002): leader only. Server, session, color, pane, state, prompt; any failure after the session
- * exists is rolled back so no ghost agent remains.
+ * Bring an agent up on a running project server: membership, session, color, pane, state, prompt, active, history.
+ * Any failure is rolled back so no ghost agent (session, pane, color, member, file) remains.
  */
-export async function spawnAgent(
+export async function launchAgent(
   ctx: TeamsContext,
-  input: SpawnAgentInput,
-  callerSessionId: string,
-  report: SpawnProgress = () => {},
+  spec: LaunchSpec,
+  steps: StepClock,
 ): Promise<OpResult<SpawnAgentOutput>> {
-  // Per-step durations go to the log: where a slow spawn spends its time.
-  const timings: Record<string, number> = {};
-  let stepName = "validate";
-  let stepStart = Date.now();
-  const mark = (step: string) => {
-    timings[stepName] = Date.now() - stepStart;
-    stepName = step;
-    stepStart = Date.now();
-  };
-  const progress = (key: string, step: string) => {
-    mark(key);
-    report(step);
-  };
-  assertTeamName(input.teamName);
-  const team = await loadTeam(ctx, input.teamName);
-  await requireLeader(ctx, team, callerSessionId, "Only the team leader can spawn agents");
-  if (input.prompt.trim() === "") throw new CallerError("prompt must not be empty");
-  const role = input.role ?? "worker";
-  const headless = input.headless ?? false;
-  const model = resolveModel(input, team);
-  const requestedName = input.name === undefined ? undefined : validateName(input.name);
-  const cwd = await resolveCwd(ctx, input.cwd);
-  if (input.timeoutMinutes !== undefined && !(input.timeoutMinutes > 0)) {
-    throw new CallerError("timeoutMinutes must be a positive number");
-  }
-  if (!headless && !(await ctx.edges.tmux.available())) return fail("tmux is required for agent spawning");
-
-  progress("server", "Starting the OpenCode server");
-  let server: ProjectServer;
-  try {
-    if (!ctx.edges.ensureProjectServer) throw new Error("this process cannot start a project server");
-    server = await ctx.edges.ensureProjectServer();
-  } catch (error) {
-    return fail(
-      error instanceof ServerStartError
-        ? error.message
-        : `Failed to start OpenCode server: ${message(error)}`,
-    );
-  }
-
+  const { team, server } = spec;
   const agentId = uuidv4();
   const rollback = new Rollback(ctx);
   const warnings: string[] = [];
   try {
-    const name = await reserveMember(ctx, team, agentId, role, requestedName);
+    const name = await reserveMember(ctx, team, agentId, spec.role, spec.name);
     rollback.push("the team membership", () => removeMember(ctx, team.name, agentId));
 
-    progress("session", `Creating the session for ${name}`);
     let sessionId: string;
-    try {
-      ({ id: sessionId } = await server.api.createSession({
-        title: agentSessionTitle(team.name, name, agentId),
-        directory: cwd,
-      }));
-    } catch (error) {
-      throw new StepFailure(`Failed to create SDK session: ${message(error)}`);
+    if (spec.reuseSessionId) {
+      sessionId = spec.reuseSessionId;
+    } else {
+      steps.progress("session", `Creating the session for ${name}`);
+      try {
+        ({ id: sessionId } = await server.api.createSession({
+          title: agentSessionTitle(team.name, name, agentId),
+          directory: spec.cwd,
+        }));
+      } catch (error) {
+        throw new StepFailure(`Failed to create SDK session: ${message(error)}`);
+      }
+      const created = sessionId;
+      rollback.push("the session", () => server.api.deleteSession(created));
     }
-    rollback.push("the session", () => server.api.deleteSession(sessionId));
 
     const color = await allocateColor(ctx, team.name, agentId);
     rollback.push("the color", () => releaseColor(ctx, agentId));
     if (color.warning) warnings.push(color.warning);
 
     let pane: Awaited<ReturnType<typeof openAgentPane>> | undefined;
-    if (!headless) {
-      progress("pane", `Opening a tmux pane for ${name}`);
+    if (!spec.headless) {
+      steps.progress("pane", `Opening a tmux pane for ${name}`);
       try {
         pane = await openAgentPane(ctx, {
           teamName: team.name,
           agentId,
           name,
-          role,
+          role: spec.role,
           color: color.color,
           sessionId,
-          cwd,
+          cwd: spec.cwd,
           serverUrl: server.url,
         });
       } catch (error) {
@@ -359,37 +362,39 @@ export async function spawnAgent(
       agentId,
       name,
       teamName: team.name,
-      role,
-      model: model.model,
-      ...(model.providerId ? { providerId: model.providerId } : {}),
+      role: spec.role,
+      model: spec.model.model,
+      ...(spec.model.providerId ? { providerId: spec.model.providerId } : {}),
       status: "spawning",
       color: color.color,
       heartbeatTs: now,
       heartbeatSource: "spawn",
       sessionId,
       ...(pane ? { paneId: pane.paneId, tmux: pane.placement, attachPid: pane.attachPid } : {}),
-      cwd,
+      cwd: spec.cwd,
       consecutiveMisses: 0,
       sessionRotationCount: 0,
       createdAt: now,
       updatedAt: now,
-      prompt: input.prompt,
-      headless,
-      ...(input.timeoutMinutes !== undefined ? { timeoutMinutes: input.timeoutMinutes } : {}),
+      prompt: spec.taskPrompt,
+      headless: spec.headless,
+      ...(spec.timeoutMinutes !== undefined ? { timeoutMinutes: spec.timeoutMinutes } : {}),
+      ...(spec.resumes ? { resumes: spec.resumes } : {}),
       tags: [],
     };
     await ctx.store.writeAgent(state);
     rollback.push("the agent file", () => removeAgentFiles(ctx, team.name, agentId));
 
-    progress("prompt", `Delivering the prompt to ${name}`);
-    const delivered = await deliverPrompt(ctx, server.api, sessionId, input.prompt, {
-      messagesBefore: 0,
-      ...(model.ref ? { model: model.ref } : {}),
+    steps.progress("prompt", `Delivering the prompt to ${name}`);
+    const delivered = await deliverPrompt(ctx, server.api, sessionId, spec.message, {
+      // A new session has no messages; a continued one is counted first.
+      ...(spec.reuseSessionId ? {} : { messagesBefore: 0 }),
+      ...(spec.model.ref ? { model: spec.model.ref } : {}),
       ...(pane
         ? { pane: { socket: pane.placement.socket, paneId: pane.paneId, openedAt: pane.openedAt } }
         : {}),
     });
-    mark("activate");
+    steps.mark("activate");
     let status: SpawnAgentOutput["status"] = "spawning";
     if (delivered.delivery === "failed") {
       warnings.push(
@@ -399,19 +404,20 @@ export async function spawnAgent(
       status = await markActive(ctx, team.name, agentId);
     }
 
-    mark("history");
+    steps.mark("history");
     const registered: AgentState = { ...state, status };
     warnings.push(...(await agentSpawned(ctx, registered)));
-    mark("recount");
+    steps.mark("recount");
     await recountActiveSessions(ctx).catch((error: unknown) => {
       ctx.log("warn", "could not update activeSessions", { error: message(error) });
     });
-    mark("done");
-    ctx.log("info", `agent ${name} spawned into ${team.name}`, {
+    steps.mark("done");
+    ctx.log("info", `agent ${name} ${spec.resumes ? "resumed" : "spawned"} into ${team.name}`, {
       agentId,
       sessionId,
       paneId: pane?.paneId,
-      timingsMs: timings,
+      ...(spec.resumes ? { resumes: spec.resumes } : {}),
+      timingsMs: steps.timings,
       delivery: delivered.delivery,
       ...(delivered.problems.length > 0 ? { deliveryProblems: delivered.problems } : {}),
     });
@@ -430,12 +436,69 @@ export async function spawnAgent(
   } catch (error) {
     const problems = await rollback.run();
     const text = error instanceof StepFailure || error instanceof CallerError ? error.message : null;
-    if (text === null) ctx.log("error", "spawn-agent failed", { error: message(error) });
+    if (text === null) ctx.log("error", "launching an agent failed", { error: message(error) });
     return fail(
-      text ?? `spawn-agent failed: ${message(error)}`,
+      text ?? `${spec.resumes ? "resume-agent" : "spawn-agent"} failed: ${message(error)}`,
       problems.map((p) => `Rollback: ${p}`),
     );
   }
+}
+
+/** The project's server, started when needed; a failure in the seed's wording. */
+export async function projectServerOrFail(ctx: TeamsContext): Promise<ProjectServer | Failure> {
+  try {
+    if (!ctx.edges.ensureProjectServer) throw new Error("this process cannot start a project server");
+    return await ctx.edges.ensureProjectServer();
+  } catch (error) {
+    return fail(
+      error instanceof ServerStartError
+        ? error.message
+        : `Failed to start OpenCode server: ${message(error)}`,
+    );
+  }
+}
+
+/** spawn-agent (seed 002): leader only. Validation and the server here; the rest is launchAgent. */
+export async function spawnAgent(
+  ctx: TeamsContext,
+  input: SpawnAgentInput,
+  callerSessionId: string,
+  report: SpawnProgress = () => {},
+): Promise<OpResult<SpawnAgentOutput>> {
+  const steps = new StepClock(report);
+  assertTeamName(input.teamName);
+  const team = await loadTeam(ctx, input.teamName);
+  await requireLeader(ctx, team, callerSessionId, "Only the team leader can spawn agents");
+  if (input.prompt.trim() === "") throw new CallerError("prompt must not be empty");
+  const role = input.role ?? "worker";
+  const headless = input.headless ?? false;
+  const model = resolveModel(input, team);
+  const requestedName = input.name === undefined ? undefined : validateName(input.name);
+  const cwd = await resolveCwd(ctx, input.cwd);
+  if (input.timeoutMinutes !== undefined && !(input.timeoutMinutes > 0)) {
+    throw new CallerError("timeoutMinutes must be a positive number");
+  }
+  if (!headless && !(await ctx.edges.tmux.available())) return fail("tmux is required for agent spawning");
+
+  steps.progress("server", "Starting the OpenCode server");
+  const server = await projectServerOrFail(ctx);
+  if ("success" in server) return server;
+  return launchAgent(
+    ctx,
+    {
+      team,
+      server,
+      role,
+      ...(requestedName !== undefined ? { name: requestedName } : {}),
+      model,
+      cwd,
+      headless,
+      ...(input.timeoutMinutes !== undefined ? { timeoutMinutes: input.timeoutMinutes } : {}),
+      taskPrompt: input.prompt,
+      message: input.prompt,
+    },
+    steps,
+  );
 }
 
 /**

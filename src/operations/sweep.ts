@@ -98,6 +98,11 @@ export class StaleSweeper {
    * (Infinity for agents the sweep never acts on). Keeps a sweep of many healthy agents to a directory listing.
    */
   private readonly skipUntil = new Map<string, number>();
+  /**
+   * `team/agentId` -> the pane of a running agent the sweep has read. Every sweep checks these, fresh agents too: a
+   * closed pane means the user stopped the agent, though its session on the server may still be heartbeating.
+   */
+  private readonly panes = new Map<string, { socket: string | undefined; paneId: string }>();
 
   constructor(private readonly ctx: TeamsContext) {}
 
@@ -122,9 +127,20 @@ export class StaleSweeper {
       facts ??= this.readServerFacts();
       return facts;
     };
+    // One `tmux list-panes -a` per tmux server per sweep, however many agents and teams share it.
+    const paneLists = new Map<string, Promise<Set<string> | undefined>>();
+    const livePanes = (socket: string | undefined) => {
+      const key = socket ?? "";
+      let list = paneLists.get(key);
+      if (!list) {
+        list = ctx.edges.tmux.livePanes(socket).catch(() => undefined);
+        paneLists.set(key, list);
+      }
+      return list;
+    };
     for (const teamName of await ctx.store.listTeamNames()) {
       try {
-        await this.sweepTeam(teamName, report, serverFacts);
+        await this.sweepTeam(teamName, report, serverFacts, livePanes);
       } catch (error) {
         ctx.log("error", `sweep of team ${teamName} failed`, {
           error: error instanceof Error ? (error.stack ?? error.message) : String(error),
@@ -165,6 +181,7 @@ export class StaleSweeper {
     teamName: string,
     report: SweepReport,
     serverFacts: () => Promise<ServerFacts>,
+    livePanes: (socket: string | undefined) => Promise<Set<string> | undefined>,
   ): Promise<void> {
     const { ctx } = this;
     const read = await ctx.store.readTeam(teamName);
@@ -177,6 +194,8 @@ export class StaleSweeper {
       .filter((file) => file.endsWith(".json"))
       .map((file) => file.slice(0, -".json".length))
       .filter(isAgentId);
+    const paneGone = await this.panesGone(teamName, ids, livePanes);
+    for (const agentId of paneGone) this.skipUntil.delete(`${teamName}/${agentId}`);
     const due: string[] = [];
     for (const agentId of ids) {
       const until = this.skipUntil.get(`${teamName}/${agentId}`);
@@ -197,13 +216,17 @@ export class StaleSweeper {
       const view = result.value;
       const key = `${teamName}/${view.state.agentId}`;
       if (!isSweptMember(team, view.state)) {
+        this.panes.delete(key);
         // Final states and the leader never need another look; shutting_down may still go either way.
         if (view.state.status !== "shutting_down") this.skipUntil.set(key, Number.POSITIVE_INFINITY);
         continue;
       }
       report.checked++;
+      if (view.state.paneId)
+        this.panes.set(key, { socket: view.state.tmux?.socket, paneId: view.state.paneId });
       const freshUntil = Date.parse(view.heartbeatTs) + threshold;
-      if (now > freshUntil) stale.push(view);
+      // A gone pane goes to the verdict, which confirms it and declares the agent dead whatever its heartbeat says.
+      if (now > freshUntil || paneGone.has(view.state.agentId)) stale.push(view);
       else if (view.state.consecutiveMisses > 0) toReset.push(view);
       // Heartbeats only ever make an agent fresher: until then it cannot be stale, so it need not be read.
       else this.skipUntil.set(key, freshUntil);
@@ -252,6 +275,22 @@ export class StaleSweeper {
       }
     }
     report.delivered += await deliverPending(ctx, team, this.settledNotices);
+  }
+
+  /** Agents of the team whose known pane is no longer on its tmux server. */
+  private async panesGone(
+    teamName: string,
+    ids: readonly string[],
+    livePanes: (socket: string | undefined) => Promise<Set<string> | undefined>,
+  ): Promise<Set<string>> {
+    const gone = new Set<string>();
+    for (const agentId of ids) {
+      const pane = this.panes.get(`${teamName}/${agentId}`);
+      if (!pane) continue;
+      const live = await livePanes(pane.socket);
+      if (live && !live.has(pane.paneId)) gone.add(agentId);
+    }
+    return gone;
   }
 
   /** Check the facts before calling a stale agent missing: its session, its pane, whether the server says it works. */
@@ -311,15 +350,17 @@ export class StaleSweeper {
       const resetMisses = (): Promise<void> =>
         store.writeAgent({ ...agent, consecutiveMisses: 0, lastMissAt: undefined, updatedAt: nowIso });
 
+      // Dead is a fact (pane or session gone), not a matter of heartbeat age: a session still running on the server
+      // can keep heartbeating after the user closed its pane.
+      if (verdict?.kind === "dead") {
+        const next = markedInactive(agent, verdict.reason, nowIso);
+        await store.writeAgent(next);
+        return { kind: "inactive", death: { agent: next, cause: verdict.cause, reason: verdict.reason } };
+      }
       if (fresh || verdict === undefined) {
         if (!fresh || agent.consecutiveMisses === 0) return { kind: "none" };
         await resetMisses();
         return { kind: "reset" };
-      }
-      if (verdict.kind === "dead") {
-        const next = markedInactive(agent, verdict.reason, nowIso);
-        await store.writeAgent(next);
-        return { kind: "inactive", death: { agent: next, cause: verdict.cause, reason: verdict.reason } };
       }
       if (verdict.kind === "busy") {
         await store.writeHeartbeat(

@@ -189,6 +189,15 @@ export class FakeTmux implements TmuxApi {
     return this.panes.get(ref.paneId)?.alive ? "alive" : "gone";
   }
 
+  /** How many times livePanes was asked (the sweep asks once per tmux server, not once per agent). */
+  livePaneQueries = 0;
+
+  async livePanes(_socket: string | undefined): Promise<Set<string> | undefined> {
+    this.livePaneQueries++;
+    if (!this.installed) return undefined;
+    return new Set([...this.panes.values()].filter((pane) => pane.alive).map((pane) => pane.paneId));
+  }
+
   async sendText(ref: PaneRef, text: string): Promise<void> {
     const pane = this.panes.get(ref.paneId);
     if (!pane?.alive) throw new Error(`tmux send-keys failed: can't find pane ${ref.paneId}`);

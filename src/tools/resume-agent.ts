@@ -1,0 +1,40 @@
+import { tool } from "@opencode-ai/plugin";
+import type { TeamsContext } from "../operations/context.ts";
+import { RESUME_PROMPT_MAX, resumeAgent } from "../operations/resume.ts";
+import { runTool } from "./result.ts";
+
+const z = tool.schema;
+
+export function resumeAgentTool(ctx: TeamsContext) {
+  return tool({
+    description:
+      "Resume an agent of your team that was interrupted (inactive, killed by force, failed or timed out) (team leader only). It continues on its old session, with its earlier conversation, in a fresh pane; if that session is gone it starts a new one with its original prompt. Returns the new agent id.",
+    args: {
+      teamName: z.string().min(1).describe("Team name"),
+      agentId: z
+        .string()
+        .min(1)
+        .describe("Id of the interrupted agent (see agent-history's interrupted list)"),
+      prompt: z
+        .string()
+        .max(RESUME_PROMPT_MAX)
+        .optional()
+        .describe(
+          "What to tell it on resuming; by default it is told it was interrupted and should continue",
+        ),
+    },
+    execute: (args, context) =>
+      runTool(
+        "resume-agent",
+        ctx.log,
+        () =>
+          resumeAgent(ctx, args, context.sessionID, (step) =>
+            context.metadata({ title: step, metadata: { step } }),
+          ),
+        (result) =>
+          `Resumed ${result.name}${result.sessionReused ? " on its old session" : " on a new session"}${
+            result.status === "spawning" ? " - prompt NOT delivered" : ""
+          }`,
+      ),
+  });
+}

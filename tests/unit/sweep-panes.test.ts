@@ -1,0 +1,52 @@
+import { afterEach, beforeEach, expect, test } from "bun:test";
+import { StaleSweeper } from "../../src/operations/sweep.ts";
+import { createTeam } from "../../src/operations/team.ts";
+import { addAgent } from "../helpers/agents.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
+
+let ctx: TestContext;
+
+beforeEach(async () => {
+  ctx = await makeTestContext();
+  const team = await createTeam(ctx, { teamName: "alpha" }, "ses_leader");
+  if (!team.success) throw new Error(team.error);
+});
+afterEach(() => ctx.cleanup());
+
+async function withPane(name: string) {
+  const pane = await ctx.tmux.openPane({ session: "s", window: "w", cwd: "/", command: ["x"], title: name });
+  const session = ctx.server.addSession({ title: name });
+  return addAgent(ctx, "alpha", {
+    name,
+    sessionId: session.id,
+    paneId: pane.paneId,
+    tmux: { session: "s", window: "w" },
+  });
+}
+
+test("a closed pane makes a fresh, heartbeating agent inactive at the next sweep, not after the stale window", async () => {
+  const sweeper = new StaleSweeper(ctx);
+  const kept = await withPane("kept");
+  const closed = await withPane("closed");
+  expect((await sweeper.sweep()).inactive).toHaveLength(0);
+
+  const pane = ctx.tmux.panes.get(closed.paneId ?? "");
+  if (pane) pane.alive = false;
+  ctx.clock.advance(ctx.options.sweepIntervalMs);
+  const queriesBefore = ctx.tmux.livePaneQueries;
+  const report = await sweeper.sweep();
+  expect(report.inactive.map((i) => [i.agent.name, i.cause])).toEqual([["closed", "pane_gone"]]);
+  // One pane listing for the tmux server, not one tmux call per agent.
+  expect(ctx.tmux.livePaneQueries - queriesBefore).toBe(1);
+  const read = await ctx.store.readAgent("alpha", kept.agentId);
+  expect(read.kind === "ok" && read.value.status).toBe("active");
+});
+
+test("tmux that cannot be asked is no evidence of death", async () => {
+  const sweeper = new StaleSweeper(ctx);
+  await withPane("a");
+  await sweeper.sweep();
+  ctx.tmux.installed = false;
+  ctx.clock.advance(ctx.options.sweepIntervalMs);
+  expect((await sweeper.sweep()).inactive).toHaveLength(0);
+});
