@@ -347,6 +347,97 @@ describe("spawn-agent and kill-agent on a real server and real tmux", () => {
     expect(readInfo(main.projectDir)?.activeSessions).toBe(1);
   }, 60_000);
 
+  test("resume-agent continues the force-killed worker on its old session; it sees its conversation and completes", async () => {
+    const w1 = spawned[0] as SpawnOutput;
+    const url = `http://127.0.0.1:${projectServer.port}`;
+    const resumeScript = [
+      "Scripted resume.",
+      '@@call heartbeat {"teamName":"alpha","agentId":"{{sys:agentId}}"}',
+      // Held until the test has looked at the fresh pane, which completion closes.
+      "@@wait resume-checked",
+      '@@call complete-agent {"teamName":"alpha","agentId":"{{sys:agentId}}","status":"completed","summary":"finished after resume"}',
+    ].join("\n");
+    const resumed = await callTool<SpawnOutput & { resumedFrom: string; sessionReused: boolean }>(
+      main,
+      leader,
+      "resume-agent",
+      { teamName: "alpha", agentId: w1.agentId, prompt: resumeScript },
+    );
+    expect(resumed).toMatchObject({
+      success: true,
+      resumedFrom: w1.agentId,
+      sessionReused: true,
+      sessionId: w1.sessionId,
+      name: "w1",
+      status: "active",
+      promptDelivery: "sdk",
+    });
+    expect(resumed.agentId).not.toBe(w1.agentId);
+    const pane = tmux.listPanes(socket).find((p) => p.paneId === resumed.paneId);
+    expect(pane?.paneDead).toBe(false);
+    const attachPid = agentFile(main.projectDir, "alpha", resumed.agentId).attachPid;
+    if (typeof attachPid === "number") ours.add(attachPid);
+    expect(((await processCommandLine(pane?.panePid ?? -1)) ?? []).slice(1, 5)).toEqual([
+      "attach",
+      url,
+      "--session",
+      w1.sessionId,
+    ]);
+
+    // The model's first request of the resumed run carries the earlier conversation and the new identity.
+    const firstResumed = await waitFor(
+      async () =>
+        mock.requests.find((r: MockRequest) => r.lastUserText === resumeScript && !r.isTitleRequest),
+      { timeoutMs: 30_000, message: "the resumed worker's first model request" },
+    );
+    const earlierUserTexts = firstResumed.messages
+      .filter((m) => m.role === "user")
+      .map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content)));
+    expect(earlierUserTexts.some((text) => text.includes("Scripted worker."))).toBe(true);
+    expect(firstResumed.system).toContain(`- agentId: ${resumed.agentId}`);
+    mock.open("resume-checked");
+
+    // It heartbeats and completes as its new self; completion closes its pane and records the summary.
+    const messages = await waitFor(
+      async () => {
+        const all = await getJson<SessionMessage[]>(url, `/session/${w1.sessionId}/message`, main.projectDir);
+        return toolParts(all, "complete-agent").length > 0 ? all : undefined;
+      },
+      { timeoutMs: 30_000, message: "the resumed worker's complete-agent call" },
+    );
+    expect(agentFile(main.projectDir, "alpha", resumed.agentId)).toMatchObject({
+      status: "terminated",
+      outcome: "completed",
+      resumes: w1.agentId,
+    });
+    expect(JSON.parse(toolParts(messages, "heartbeat").at(-1) ?? "null")).toMatchObject({ success: true });
+    expect(JSON.parse(toolParts(messages, "complete-agent")[0] ?? "null")).toMatchObject({
+      success: true,
+      status: "completed",
+      paneClosed: true,
+    });
+    expect(tmux.listPanes(socket).some((p) => p.paneId === resumed.paneId)).toBe(false);
+    const history = await callTool<{
+      entries: {
+        agent_id: string;
+        status: string;
+        resumed_by?: string;
+        resumes?: string;
+        summary?: string;
+      }[];
+    }>(main, leader, "agent-history", { teamName: "alpha" });
+    expect(history.entries.find((e) => e.agent_id === w1.agentId)).toMatchObject({
+      status: "resumed",
+      resumed_by: resumed.agentId,
+    });
+    expect(history.entries.find((e) => e.agent_id === resumed.agentId)).toMatchObject({
+      status: "completed",
+      resumes: w1.agentId,
+      summary: "finished after resume",
+    });
+    expect(readInfo(main.projectDir)?.activeSessions).toBe(1);
+  }, 90_000);
+
   test("graceful kill: the worker is asked, calls confirm-shutdown, and is stopped", async () => {
     const w2 = spawned[1] as SpawnOutput;
     const attachPid = agentFile(main.projectDir, "alpha", w2.agentId).attachPid as number;
