@@ -7,6 +7,7 @@
  *
  *   @@call <toolName> <json-args>   one tool call per model turn, in order
  *   @@sleep <ms>                    delay the next answer (simulates long work); abortable
+ *   @@wait <gate>                   hold the next answer until the test calls `mock.open(gate)`; abortable
  *   @@say <text>                    answer with this text and end the turn (later directives never run)
  *   @@hang                          never answer; the request stays open until the client disconnects
  *   @@error <status> <message>      answer with an HTTP error (use 4xx: OpenCode retries 5xx forever)
@@ -77,10 +78,11 @@ export interface MockRequest {
   sessionId: string | undefined;
 }
 
+/** `gates`: answer only once every named gate is open (`@@wait`), then after `delayMs`. */
 export type MockReply =
-  | { kind: "text"; text: string; delayMs?: number }
-  | { kind: "tool"; name: string; args: unknown; callId?: string; delayMs?: number }
-  | { kind: "error"; status: number; message: string; delayMs?: number }
+  | { kind: "text"; text: string; delayMs?: number; gates?: string[] }
+  | { kind: "tool"; name: string; args: unknown; callId?: string; delayMs?: number; gates?: string[] }
+  | { kind: "error"; status: number; message: string; delayMs?: number; gates?: string[] }
   | { kind: "hang" };
 
 /** Return a reply to answer the request yourself, or undefined to fall through to the script. */
@@ -89,6 +91,7 @@ export type MockHandler = (req: MockRequest) => MockReply | undefined | Promise<
 export type Directive =
   | { op: "call"; tool: string; args: unknown }
   | { op: "sleep"; ms: number }
+  | { op: "wait"; gate: string }
   | { op: "say"; text: string }
   | { op: "hang" }
   | { op: "error"; status: number; message: string };
@@ -113,6 +116,8 @@ export interface MockModel {
   readonly inFlight: number;
   /** Forget the recorded requests. */
   clearRequests(): void;
+  /** Open a gate: answers held by `@@wait <gate>` go out now, and later ones are not held. */
+  open(gate: string): void;
   stop(): Promise<void>;
 }
 
@@ -173,6 +178,10 @@ export function parseDirectives(text: string): Directive[] {
         out.push({ op: "sleep", ms });
         break;
       }
+      case "wait":
+        if (rest === "") throw new Error(`mock-model: @@wait without a gate name: ${line}`);
+        out.push({ op: "wait", gate: rest });
+        break;
       case "say":
         out.push({ op: "say", text: rest });
         break;
@@ -214,30 +223,44 @@ export function scriptedReply(
   );
   let done = calls.length;
   let delayMs = 0;
+  let gates: string[] = [];
+  // Only a reply that waits carries the key, so replies of scripts without @@wait compare equal to before.
+  const held = (): { gates?: string[] } => (gates.length > 0 ? { gates } : {});
   for (const d of directives) {
     if (d.op === "call") {
       if (done > 0) {
         done -= 1;
-        delayMs = 0; // sleeps before an already-made call belong to an earlier turn
+        // sleeps and waits before an already-made call belong to an earlier turn
+        delayMs = 0;
+        gates = [];
         continue;
       }
-      return { kind: "tool", name: d.tool, args: d.args, delayMs };
+      return { kind: "tool", name: d.tool, args: d.args, delayMs, ...held() };
     }
     if (d.op === "sleep") {
       delayMs += d.ms;
       continue;
     }
+    if (d.op === "wait") {
+      gates = [...gates, d.gate];
+      continue;
+    }
     if (done > 0) continue; // a say/hang/error before an already-made call cannot happen; skip it
-    if (d.op === "say") return { kind: "text", text: d.text, delayMs };
+    if (d.op === "say") return { kind: "text", text: d.text, delayMs, ...held() };
     if (d.op === "hang") return { kind: "hang" };
-    return { kind: "error", status: d.status, message: d.message, delayMs };
+    return { kind: "error", status: d.status, message: d.message, delayMs, ...held() };
   }
   const lastCall = calls[calls.length - 1];
-  if (!lastCall) return { kind: "text", text: "DONE", delayMs };
+  if (!lastCall) return { kind: "text", text: "DONE", delayMs, ...held() };
   const result = [...req.turnMessages]
     .reverse()
     .find((m) => m.role === "tool" && (m.tool_call_id === undefined || m.tool_call_id === lastCall.id));
-  return { kind: "text", text: `DONE ${lastCall.function.name}: ${textOf(result?.content)}`, delayMs };
+  return {
+    kind: "text",
+    text: `DONE ${lastCall.function.name}: ${textOf(result?.content)}`,
+    delayMs,
+    ...held(),
+  };
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
@@ -324,6 +347,23 @@ export async function startMockModel(opts: MockModelOptions = {}): Promise<MockM
   let seq = 0;
   let inFlight = 0;
   const openControllers = new Set<AbortController>();
+  const openGates = new Set<string>();
+  /** Answers held by `@@wait`, woken when a gate opens (each re-checks its own gates). */
+  const gateWaiters = new Set<() => void>();
+
+  function gatesOpen(gates: readonly string[], signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const check = (): void => {
+        if (!signal.aborted && !gates.every((g) => openGates.has(g))) return;
+        gateWaiters.delete(check);
+        signal.removeEventListener("abort", check);
+        resolve();
+      };
+      gateWaiters.add(check);
+      signal.addEventListener("abort", check, { once: true });
+      check();
+    });
+  }
 
   async function answer(req: MockRequest, signal: AbortSignal): Promise<{ res: Response; hanging: boolean }> {
     let reply: MockReply | undefined;
@@ -361,6 +401,7 @@ export async function startMockModel(opts: MockModelOptions = {}): Promise<MockM
       });
       return { res, hanging: true };
     }
+    if (reply.gates) await gatesOpen(reply.gates, signal);
     await sleep(reply.delayMs ?? 0, signal);
     if (reply.kind === "error") {
       const res = Response.json(
@@ -491,6 +532,10 @@ export async function startMockModel(opts: MockModelOptions = {}): Promise<MockM
     },
     clearRequests() {
       requests.length = 0;
+    },
+    open(gate) {
+      openGates.add(gate);
+      for (const wake of [...gateWaiters]) wake();
     },
     async stop() {
       for (const ac of openControllers) ac.abort();

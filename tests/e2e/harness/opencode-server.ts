@@ -89,6 +89,12 @@ export interface StartOpencodeOptions {
   env?: Record<string, string>;
   /** Overall start timeout (listening line + health). Default 60 s. */
   startTimeoutMs?: number;
+  /**
+   * `provider/model` from the user's own OpenCode setup instead of the mock: HOME, XDG_* and OPENCODE_* come from this
+   * process (so the user's config and credentials apply), the user's config dir is left alone, and no mock provider is
+   * configured. Only for `npm run demo -- --model`; tests stay hermetic.
+   */
+  realModel?: string;
   /** Server log level (`--log-level`). Default INFO. */
   logLevel?: "DEBUG" | "INFO" | "WARN" | "ERROR";
   /** Fixed port; default: a free port picked at start and kept across restarts. */
@@ -97,15 +103,17 @@ export interface StartOpencodeOptions {
   stopGraceMs?: number;
 }
 
-/** The server's environment; the hermetic dirs are always present. */
-export type ServerEnv = Record<string, string> & {
+/** The dirs OpenCode reads its config, data and credentials from, always spelled out. */
+type ServerDirs = Record<string, string> & {
   HOME: string;
   XDG_CONFIG_HOME: string;
   XDG_DATA_HOME: string;
   XDG_CACHE_HOME: string;
   XDG_STATE_HOME: string;
-  MOCK_BASE_URL: string;
 };
+
+/** The server's environment; the hermetic dirs are always present (the user's own with `realModel`). */
+export type ServerEnv = ServerDirs & { MOCK_BASE_URL: string };
 
 export interface ToolResultInfo {
   tool: string;
@@ -257,6 +265,39 @@ async function fetchWithTimeout(url: string, timeoutMs: number): Promise<Respons
   return fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
 }
 
+/** The tool parts of a conversation (optionally only one tool's), in order. */
+export function toolResultsOf(messages: readonly SessionMessage[], toolName?: string): ToolResultInfo[] {
+  const out: ToolResultInfo[] = [];
+  for (const m of messages) {
+    for (const p of m.parts) {
+      if (p.type !== "tool") continue;
+      if (toolName !== undefined && p.tool !== toolName) continue;
+      const s = p.state;
+      const info: ToolResultInfo = {
+        tool: p.tool,
+        callID: p.callID,
+        messageID: p.messageID,
+        status: s.status,
+        input: s.input,
+        part: p,
+      };
+      if (s.status === "completed") {
+        info.output = s.output;
+        info.title = s.title;
+        info.metadata = s.metadata;
+      } else if (s.status === "error") {
+        info.error = s.error;
+        if (s.metadata) info.metadata = s.metadata;
+      } else if (s.status === "running") {
+        if (s.title !== undefined) info.title = s.title;
+        if (s.metadata) info.metadata = s.metadata;
+      }
+      out.push(info);
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Process registry: everything this harness started is killed when the test process goes away.
 
@@ -400,6 +441,26 @@ function baseEnv(): Record<string, string> {
   return env;
 }
 
+/**
+ * This process's environment for a server that must see the user's real OpenCode setup: the XDG dirs spelled out
+ * with their defaults (the same dirs OpenCode would pick), only tmux's pointers to an enclosing session left out.
+ */
+function userEnv(): ServerDirs {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && k !== "TMUX" && k !== "TMUX_PANE") env[k] = v;
+  }
+  const home = process.env.HOME ?? os.homedir();
+  return {
+    ...env,
+    HOME: home,
+    XDG_CONFIG_HOME: process.env.XDG_CONFIG_HOME ?? path.join(home, ".config"),
+    XDG_DATA_HOME: process.env.XDG_DATA_HOME ?? path.join(home, ".local", "share"),
+    XDG_CACHE_HOME: process.env.XDG_CACHE_HOME ?? path.join(home, ".cache"),
+    XDG_STATE_HOME: process.env.XDG_STATE_HOME ?? path.join(home, ".local", "state"),
+  };
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The fixture
 
@@ -445,20 +506,27 @@ export async function startOpencode(opts: StartOpencodeOptions): Promise<Opencod
       plugins.push(opts.pluginOptions ? [entry, opts.pluginOptions] : entry);
     }
     plugins.push(...(opts.extraPlugins ?? []));
+    const provider = opts.realModel
+      ? {
+          $schema: "https://opencode.ai/config.json",
+          model: opts.realModel,
+          autoupdate: false,
+          share: "disabled",
+        }
+      : mockProviderConfig();
     const config: Record<string, unknown> = {
-      ...mockProviderConfig(),
+      ...provider,
       plugin: plugins,
       ...(opts.config ?? {}),
     };
     writeFileSync(path.join(projectDir, "opencode.json"), `${JSON.stringify(config, null, 2)}\n`);
   }
   presatisfyConfigDir(path.join(projectDir, ".opencode"));
-  presatisfyConfigDir(path.join(xdg.XDG_CONFIG_HOME, "opencode"));
+  if (!opts.realModel) presatisfyConfigDir(path.join(xdg.XDG_CONFIG_HOME, "opencode"));
 
+  const dirs: ServerDirs = opts.realModel ? userEnv() : { ...baseEnv(), HOME: home, ...xdg };
   const env: ServerEnv = {
-    ...baseEnv(),
-    HOME: home,
-    ...xdg,
+    ...dirs,
     OPENCODE_DISABLE_MODELS_FETCH: "1",
     OPENCODE_DISABLE_AUTOUPDATE: "1",
     OPENCODE_DISABLE_SHARE: "1",
@@ -676,35 +744,7 @@ export async function startOpencode(opts: StartOpencodeOptions): Promise<Opencod
   }
 
   async function toolResults(sessionId: string, toolName?: string): Promise<ToolResultInfo[]> {
-    const out: ToolResultInfo[] = [];
-    for (const m of await messages(sessionId)) {
-      for (const p of m.parts) {
-        if (p.type !== "tool") continue;
-        if (toolName !== undefined && p.tool !== toolName) continue;
-        const s = p.state;
-        const info: ToolResultInfo = {
-          tool: p.tool,
-          callID: p.callID,
-          messageID: p.messageID,
-          status: s.status,
-          input: s.input,
-          part: p,
-        };
-        if (s.status === "completed") {
-          info.output = s.output;
-          info.title = s.title;
-          info.metadata = s.metadata;
-        } else if (s.status === "error") {
-          info.error = s.error;
-          if (s.metadata) info.metadata = s.metadata;
-        } else if (s.status === "running") {
-          if (s.title !== undefined) info.title = s.title;
-          if (s.metadata) info.metadata = s.metadata;
-        }
-        out.push(info);
-      }
-    }
-    return out;
+    return toolResultsOf(await messages(sessionId), toolName);
   }
 
   const server: OpencodeServer = {

@@ -1,0 +1,207 @@
+/**
+ * Issue 6's scenario end to end, through `npm run demo`'s own code (scripts/demo.ts runDemo, scripted model), so the
+ * demo cannot rot: a real leader-side `opencode serve` with the plugin, the project server the plugin starts, real
+ * tmux panes on a private socket running `opencode attach`, scripted workers. Assertions are on tool results and
+ * state files the scenario recorded at each step (scripts/scenario.ts), and on what is left running afterwards.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { type DemoRun, runDemo } from "../../scripts/demo.ts";
+import { SCRIPTED_TIMING, type ScenarioEnv } from "../../scripts/scenario.ts";
+import { processRunning } from "../../src/edges/process-info.ts";
+import { tmux } from "./harness/index.ts";
+
+const socket = tmux.tmuxSocketName("oct-scenario");
+let env: ScenarioEnv | undefined;
+afterAll(async () => {
+  // Only does anything when the test failed before the demo's own clean-up.
+  await env?.stop();
+});
+
+interface StatusAgent {
+  agentId: string;
+  name: string;
+  status: string;
+  heartbeatHealthy: boolean;
+}
+
+test("leader, two workers, a crash, a resume, two completions: the whole product on real OpenCode and tmux", async () => {
+  const printed: string[] = [];
+  const run: DemoRun = await runDemo(
+    { socket, keep: false, pauseMs: 0, color: false, print: (line) => printed.push(line) },
+    (started) => {
+      env = started;
+    },
+  );
+  const r = run.record;
+  const [w1, w2] = r.spawned;
+  const [task1, task2] = r.taskIds;
+  console.error(
+    `[scenario e2e] scenario ${r.durationMs} ms; inactive ${r.killed.inactiveAt - r.killed.killedAt} ms after the kill`,
+  );
+
+  // The demo says what it is and how to watch it.
+  expect(printed.join("\n")).toContain("MODEL: SCRIPTED");
+  expect(printed).toContainEqual(expect.stringContaining(`tmux -L ${socket} attach -t teams-demo`));
+  expect(r.attachCommand).toBe(`tmux -L ${socket} attach -t teams-demo`);
+
+  // Two tasks, two workers in panes of the private tmux server.
+  expect([task1, task2]).toEqual(["task-1", "task-2"]);
+  for (const [w, name] of [
+    [w1, "worker-1"],
+    [w2, "worker-2"],
+  ] as const) {
+    expect(w).toMatchObject({ success: true, name, status: "active", promptDelivery: "sdk" });
+    expect(w.paneId).toMatch(/^%\d+$/);
+  }
+  expect(w1.sessionId).not.toBe(w2.sessionId);
+
+  // Both claimed and heartbeat: healthy in get-agent-status and list-agents.
+  const statusAgents = r.healthy.status.agents as StatusAgent[];
+  expect(r.healthy.status.success).toBe(true);
+  for (const w of [w1, w2]) {
+    expect(statusAgents.find((a) => a.agentId === w.agentId)).toMatchObject({
+      status: "active",
+      heartbeatHealthy: true,
+    });
+  }
+  const listed = r.healthy.list.agents as {
+    agent_id: string;
+    health_status: string;
+    lifecycle_status: string;
+  }[];
+  expect(r.healthy.list.success).toBe(true);
+  for (const w of [w1, w2]) {
+    expect(listed.find((a) => a.agent_id === w.agentId)).toMatchObject({
+      health_status: "healthy",
+      lifecycle_status: "active",
+    });
+  }
+
+  // worker-1's pane and process die; within the window it is inactive, its task pending and unowned.
+  expect(r.killed.attachRunningAfterKill).toBe(false);
+  expect(r.killed.paneListedAfterKill).toBe(false);
+  expect(r.killed.inactiveAt - r.killed.killedAt).toBeLessThan(
+    SCRIPTED_TIMING.staleThresholdMs + 2 * SCRIPTED_TIMING.sweepIntervalMs + 2_000,
+  );
+  expect(r.killed.agent).toMatchObject({ agentId: w1.agentId, status: "inactive" });
+  expect(r.killed.agent.statusReason).toBe(`its tmux pane ${w1.paneId} is gone`);
+  const t1 = r.killed.tasks.tasks.find((t) => t.id === task1);
+  expect(t1).toMatchObject({ status: "pending", assignee: null });
+  expect(t1?.reassignedReason).toBeString();
+  expect(r.killed.tasks.tasks.find((t) => t.id === task2)).toMatchObject({
+    status: "in_progress",
+    assignee: w2.agentId,
+  });
+  // The leader got the notice: in its inbox, delivered, and in its OpenCode session.
+  const notice = `Agent worker-1 (${w1.agentId}) became inactive: its tmux pane ${w1.paneId} is gone. Tasks returned to pending: ${task1}.`;
+  const inboxNotice = r.killed.leaderInbox.find((m) => m.type === "agent_inactive");
+  expect(inboxNotice).toMatchObject({
+    text: notice,
+    data: { agents: [{ cause: "pane_gone", tasks: [task1] }] },
+  });
+  expect(inboxNotice?.deliveredAt).toBeString();
+  expect(r.killed.leaderSessionTexts.filter((text) => text === notice)).toHaveLength(1);
+  expect(r.killed.history.entries.find((e) => e.agent_id === w1.agentId)).toMatchObject({
+    status: "interrupted",
+  });
+
+  // resume-agent: a new record on the old session, in a new pane; the conversation goes on.
+  const resumed = r.resumed.result;
+  expect(resumed).toMatchObject({
+    success: true,
+    resumedFrom: w1.agentId,
+    name: "worker-1",
+    sessionId: w1.sessionId,
+    sessionReused: true,
+    status: "active",
+    promptDelivery: "sdk",
+  });
+  expect(resumed.agentId).not.toBe(w1.agentId);
+  expect(resumed.paneId).toMatch(/^%\d+$/);
+  expect(resumed.paneId).not.toBe(w1.paneId);
+  expect(r.resumed.sessionUserTexts).toHaveLength(2);
+  expect(r.resumed.sessionUserTexts[0]).toStartWith(`${task1} (Write the parser), as worker-1`);
+  expect(r.resumed.sessionUserTexts[1]).toContain("You were interrupted and are resumed");
+  expect(r.resumed.sessionTools).toEqual(["update-task", "heartbeat", "update-task", "heartbeat"]);
+  expect(r.resumed.tasks.tasks.find((t) => t.id === task1)).toMatchObject({
+    status: "in_progress",
+    assignee: resumed.agentId,
+  });
+
+  // Both workers report completion themselves and see the tool's answer.
+  for (const [name, agentId] of [
+    ["worker-2", w2.agentId],
+    ["worker-1", resumed.agentId],
+  ] as const) {
+    expect(r.completed.results[name]).toEqual({
+      status: "completed",
+      output: {
+        success: true,
+        agentId,
+        name,
+        status: "completed",
+        reassignedTasks: [],
+        paneClosed: true,
+        message: "Recorded. Your work is done: end your turn now without further tool calls.",
+      },
+    });
+    expect(r.completed.agents[name]).toMatchObject({ status: "terminated", outcome: "completed" });
+  }
+
+  // Final state, exactly (the leader is active or idle depending on whether its own turn is still running).
+  const finalAgents = (r.final.status.agents as StatusAgent[]).map(({ agentId, name, status }) => ({
+    agentId,
+    name,
+    status: name === "leader" && (status === "active" || status === "idle") ? "live" : status,
+  }));
+  const leaderId = finalAgents.find((a) => a.name === "leader")?.agentId;
+  expect(new Set(finalAgents.map((a) => JSON.stringify(a)))).toEqual(
+    new Set(
+      [
+        { agentId: leaderId, name: "leader", status: "live" },
+        { agentId: w1.agentId, name: "worker-1", status: "terminated" },
+        { agentId: w2.agentId, name: "worker-2", status: "terminated" },
+        { agentId: resumed.agentId, name: "worker-1", status: "terminated" },
+      ].map((a) => JSON.stringify(a)),
+    ),
+  );
+  expect(r.final.status.summary).toMatchObject({ total: 4, inactive: 0, shuttingDown: 0, terminated: 3 });
+  const outcomes = Object.fromEntries(r.final.agents.map((a) => [a.agentId, [a.status, a.outcome ?? null]]));
+  expect(outcomes).toEqual({
+    [leaderId ?? ""]: [expect.any(String), null],
+    [w1.agentId]: ["terminated", "interrupted"],
+    [w2.agentId]: ["terminated", "completed"],
+    [resumed.agentId]: ["terminated", "completed"],
+  });
+  expect(r.final.tasks.tasks.map((t) => [t.id, t.status])).toEqual([
+    [task1, "completed"],
+    [task2, "completed"],
+  ]);
+  const entries = r.final.history.entries as Record<string, unknown>[];
+  expect(r.final.history).toMatchObject({ success: true, total: 3 });
+  expect(entries.map((e) => [e.agent_id, e.name, e.status, e.resumes ?? null, e.resumed_by ?? null])).toEqual(
+    [
+      [resumed.agentId, "worker-1", "completed", w1.agentId, null],
+      [w2.agentId, "worker-2", "completed", null, null],
+      [w1.agentId, "worker-1", "resumed", null, resumed.agentId],
+    ],
+  );
+  expect(entries[0]).toMatchObject({ summary: "worker-1 finished task-1" });
+  expect(entries[1]).toMatchObject({ summary: "worker-2 finished task-2" });
+
+  // The demo cleaned up: no tmux server on its socket, no process it started, no temp dirs.
+  expect(tmux.serverRunning(socket)).toBe(false);
+  for (const pid of [...run.env.pids, run.env.projectServer?.pid ?? -1, run.env.server.pid]) {
+    expect(processRunning(pid)).toBe(false);
+  }
+  expect(await Bun.file(`${r.projectDir}/opencode.json`).exists()).toBe(false);
+}, 150_000);
+
+test("npm run demo is wired: --help prints the usage and exits 0", () => {
+  const result = Bun.spawnSync(["npm", "run", "--silent", "demo", "--", "--help"], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  expect(result.exitCode).toBe(0);
+  expect(result.stdout.toString()).toContain("--model <provider/model>");
+}, 30_000);
