@@ -52,11 +52,12 @@ import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
 export const TEAM = "demo";
 
 /**
- * Short timings so the scenario takes seconds, not minutes. A worker that stops heartbeating is stale after 6 s; a
- * stale agent whose pane is gone is inactive at the next sweep (every 0.5 s), with no grace.
+ * Short timings so the scenario takes seconds, not minutes: a closed pane is noticed at the next sweep (every 0.5 s),
+ * whatever the heartbeat's age. The stale threshold stays long enough that a worker waiting at its gate after one
+ * heartbeat still counts as healthy (heartbeat age under half the threshold) on a loaded machine.
  */
 export const SCRIPTED_TIMING = {
-  staleThresholdMs: 6_000,
+  staleThresholdMs: 30_000,
   sweepIntervalMs: 500,
   graceMisses: 2,
   eventCoalesceMs: 500,
@@ -419,9 +420,9 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
     .stdout.split("\n")
     .includes(paneId);
   note(
-    `killed pane ${paneId} and process ${attachPid}; the sweep notices within about ${
-      (env.timing.staleThresholdMs + env.timing.sweepIntervalMs) / 1000
-    } s (stale threshold + one sweep)`,
+    `killed pane ${paneId} and process ${attachPid}; the next sweep (every ${
+      env.timing.sweepIntervalMs / 1000
+    } s) finds the pane gone`,
   );
 
   await step("The liveness sweep declares worker-1 inactive, hands its task back and tells the leader");

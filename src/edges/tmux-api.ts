@@ -43,6 +43,9 @@ export interface TmuxApi {
   livePanes(socket: string | undefined): Promise<Set<string> | undefined>;
   /** Type text into a pane (the prompt-delivery fallback). */
   sendText(ref: PaneRef, text: string): Promise<void>;
-  /** Send C-c, then kill the pane; resolves once it is gone. */
-  closePane(ref: PaneRef): Promise<void>;
+  /**
+   * Send C-c (unless `interrupt` is false: in `opencode attach` it cancels the session's turn), then kill the pane;
+   * resolves once it is gone.
+   */
+  closePane(ref: PaneRef, options?: { interrupt?: boolean }): Promise<void>;
 }

@@ -347,11 +347,13 @@ export class TmuxCli implements TmuxApi {
     await this.must(ref.socket, ["send-keys", "-t", ref.paneId, "Enter"]);
   }
 
-  async closePane(ref: PaneRef): Promise<void> {
+  async closePane(ref: PaneRef, options: { interrupt?: boolean } = {}): Promise<void> {
     if ((await this.paneState(ref)) === "gone") return;
-    // `opencode attach` may ignore SIGHUP: interrupt it first, then remove the pane.
-    await this.run(ref.socket, ["send-keys", "-t", ref.paneId, "C-c"]);
-    await Bun.sleep(100);
+    if (options.interrupt !== false) {
+      // `opencode attach` may ignore SIGHUP: interrupt it first, then remove the pane.
+      await this.run(ref.socket, ["send-keys", "-t", ref.paneId, "C-c"]);
+      await Bun.sleep(100);
+    }
     const killed = await this.run(ref.socket, ["kill-pane", "-t", ref.paneId]);
     for (let i = 0; i < 20; i++) {
       const state = await this.paneState(ref);

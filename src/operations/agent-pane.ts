@@ -117,15 +117,19 @@ async function isOurAttach(pid: number, sessionId: string): Promise<boolean> {
 }
 
 /**
- * Close an agent's pane (C-c, then kill-pane) and make sure its `opencode attach` process is gone: a survivor is
+ * Close an agent's pane (C-c unless `interrupt` is false, then kill-pane) and make sure its `opencode attach` process is gone: a survivor is
  * signalled by the pid we recorded, and only while that pid still runs attach on this agent's session.
  * Returns warnings for whatever could not be cleaned up.
  */
-export async function closeAgentPane(ctx: TeamsContext, owner: PaneOwner): Promise<string[]> {
+export async function closeAgentPane(
+  ctx: TeamsContext,
+  owner: PaneOwner,
+  options: { interrupt?: boolean } = {},
+): Promise<string[]> {
   const warnings: string[] = [];
   if (owner.paneId) {
     try {
-      await ctx.edges.tmux.closePane({ socket: owner.tmux?.socket, paneId: owner.paneId });
+      await ctx.edges.tmux.closePane({ socket: owner.tmux?.socket, paneId: owner.paneId }, options);
     } catch (error) {
       warnings.push(
         `Could not close pane ${owner.paneId}: ${error instanceof Error ? error.message : String(error)}`,

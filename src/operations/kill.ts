@@ -180,24 +180,18 @@ export async function finishAgent(
       warnings.push("The project's OpenCode server is not running; there was no session to abort");
     }
   }
-  // Re-read: a resume or spawn may have recorded a pane after `agent` was read.
-  const latest = await ctx.store.readAgent(agent.teamName, agent.agentId);
-  const current = latest.kind === "ok" ? latest.value : agent;
-  if (!how.keepPane) warnings.push(...(await closeAgentPane(ctx, current)));
-
-  const reassigned = await reassignTasksOf(
-    ctx,
-    agent.teamName,
-    [agent.agentId],
-    `agent ${agent.name} ended: ${how.reason}`,
-  );
-  await releaseColor(ctx, agent.agentId);
-
+  // The status first: from here on the sweep and the monitor leave the agent alone, so closing its pane below cannot
+  // make it look dead and record a false "interrupted" over this outcome. The write also decides, under the lock, which
+  // of two racing finishers ended the run.
   const now = isoNow(ctx.clock);
   let wasRunning = false;
   let endedBy: AgentState | undefined;
+  let current = agent;
   await ctx.store.updateAgent(agent.teamName, agent.agentId, (state) => {
-    if (!state || state.status === "terminated") return undefined;
+    if (!state) return undefined;
+    // The latest record: a resume or spawn may have recorded a pane after `agent` was read.
+    current = state;
+    if (state.status === "terminated") return undefined;
     wasRunning = RUNNING.has(state.status);
     endedBy = {
       ...state,
@@ -209,6 +203,18 @@ export async function finishAgent(
     };
     return endedBy;
   });
+  if (!how.keepPane) {
+    // C-c in the attach TUI cancels the session's turn: right for a kill, wrong for an agent reporting its own end.
+    warnings.push(...(await closeAgentPane(ctx, current, { interrupt: how.abortSession !== false })));
+  }
+
+  const reassigned = await reassignTasksOf(
+    ctx,
+    agent.teamName,
+    [agent.agentId],
+    `agent ${agent.name} ended: ${how.reason}`,
+  );
+  await releaseColor(ctx, agent.agentId);
   await recountActiveSessions(ctx).catch((error: unknown) => {
     warnings.push(`Could not update activeSessions: ${message(error)}`);
   });

@@ -205,8 +205,12 @@ export class FakeTmux implements TmuxApi {
     this.onType?.(pane, text);
   }
 
-  async closePane(ref: PaneRef): Promise<void> {
+  /** Panes closed without C-c (an agent ending its own run must not have its turn cancelled). */
+  closedWithoutInterrupt: string[] = [];
+
+  async closePane(ref: PaneRef, options: { interrupt?: boolean } = {}): Promise<void> {
     const pane = this.panes.get(ref.paneId);
     if (pane) pane.alive = false;
+    if (options.interrupt === false) this.closedWithoutInterrupt.push(ref.paneId);
   }
 }

@@ -134,8 +134,9 @@ describe("complete-agent", () => {
     expect(state.status).toBe("terminated");
     expect(state.outcome).toBe("completed");
     expect(ctx.tmux.panes.get(a.paneId ?? "")?.alive).toBe(false);
-    // Its own turn is not aborted: it is the one making this call.
+    // Its own turn is neither aborted nor interrupted through its pane: it is the one making this call.
     expect(ctx.server.calls).not.toContain(`abortSession ${a.sessionId}`);
+    expect(ctx.tmux.closedWithoutInterrupt).toEqual([a.paneId ?? ""]);
 
     const entry = (await history()).entries.find((e) => e.agent_id === a.agentId);
     expect(entry?.status).toBe("completed");
@@ -144,6 +145,21 @@ describe("complete-agent", () => {
     const notices = (await leaderInbox()).filter((m) => m.type === "agent_completed");
     expect(notices).toHaveLength(1);
     expect(notices[0]?.text).toContain("parser done, 12 tests");
+  });
+
+  test("a sweep that runs while the pane is closing does not turn the completion into an interruption", async () => {
+    const a = await spawnOne();
+    const sweeper = new StaleSweeper(ctx);
+    await sweeper.sweep();
+    const close = ctx.tmux.closePane.bind(ctx.tmux);
+    ctx.tmux.closePane = async (ref, options) => {
+      await close(ref, options);
+      ctx.clock.advance(ctx.options.sweepIntervalMs);
+      await sweeper.sweep();
+    };
+    expect((await complete({ agentId: a.agentId, summary: "done" }, a.sessionId)).success).toBe(true);
+    expect((await history()).entries.find((e) => e.agent_id === a.agentId)?.status).toBe("completed");
+    expect((await leaderInbox()).map((m) => m.type)).toEqual(["agent_completed"]);
   });
 
   test("failed, reported by the leader: aborted, no notice to itself, recorded failed", async () => {
