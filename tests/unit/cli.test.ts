@@ -79,6 +79,31 @@ describe("opencode-teams CLI", () => {
     expect((await cli(["frobnicate"])).code).toBe(2);
   });
 
+  test("watch redraws the table until it is interrupted", async () => {
+    const child = Bun.spawn(
+      [process.execPath, CLI, "watch", "alpha", "--interval", "0.5", "--dir", ctx.projectRoot],
+      {
+        stdout: "pipe",
+        stderr: "pipe",
+        env: { ...process.env, NO_COLOR: "" },
+      },
+    );
+    const reader = child.stdout.getReader();
+    let output = "";
+    const decoder = new TextDecoder();
+    const deadline = Date.now() + 20_000;
+    while (output.split("opencode-teams watch").length - 1 < 2 && Date.now() < deadline) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      output += decoder.decode(value);
+    }
+    child.kill("SIGINT");
+    await child.exited;
+    // Two frames, each clearing the screen first and showing the team's agents.
+    expect(output.split("\u001b[2J").length - 1).toBeGreaterThanOrEqual(2);
+    expect(output).toContain("builder");
+  });
+
   test("doctor reports each check and fails when tmux is missing", async () => {
     const ok = await cli(["doctor", "--json"]);
     const report = JSON.parse(ok.stdout) as { ok: boolean; checks: { name: string; level: string }[] };
