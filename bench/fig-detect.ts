@@ -1,0 +1,102 @@
+import { TmuxCli } from "../src/edges/tmux.ts";
+import { StaleSweeper } from "../src/operations/sweep.ts";
+import { tmux } from "../tests/e2e/harness/index.ts";
+import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
+import { makeTestContext } from "../tests/helpers/context.ts";
+import { leaderSession, note, seedTeam } from "./setup.ts";
+import { type Figure, figure } from "./stats.ts";
+
+/** A pseudo-random sequence, so the phases are the same on every run of the bench. */
+function random(seed: number): () => number {
+  let state = seed;
+  return () => {
+    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
+    return state / 2 ** 31;
+  };
+}
+
+/**
+ * 7a. A killed agent with the default timings, on an injected clock: the real sweep runs every 15 s of simulated
+ * time (random phase) against real tmux on a private socket, where the agent's pane and the process in it are killed
+ * 0-30 s after its last heartbeat. Measured: simulated time from the kill until a sweep declared it inactive.
+ */
+export async function benchDetectDefault(quick: boolean): Promise<Figure[]> {
+  const runs = quick ? 5 : 20;
+  const socket = tmux.tmuxSocketName("otbench");
+  const next = random(7);
+  const samples: number[] = [];
+  const causes = new Set<string>();
+  try {
+    for (let run = 0; run < runs; run++) {
+      const ctx = await makeTestContext();
+      try {
+        ctx.edges.tmux = new TmuxCli();
+        const created = tmux.tmux(socket, [
+          "new-session",
+          "-d",
+          "-s",
+          `det${run}`,
+          "-P",
+          "-F",
+          "#{pane_id} #{pane_pid}",
+          "sleep 3600",
+        ]);
+        const [paneId = "", pid = "0"] = created.stdout.trim().split(" ");
+        if (created.code !== 0 || !paneId) throw new Error(`tmux new-session failed: ${created.stderr}`);
+        const team = await seedTeam(ctx, "det", 1, () => ({
+          paneId,
+          attachPid: Number(pid),
+          tmux: { socket, session: `det${run}`, window: "0" },
+          headless: false,
+        }));
+        const agent = team.agents[0];
+        if (!agent) throw new Error("no agent");
+        ctx.server.addSession({ id: agent.sessionId });
+        ctx.local.addSession({ id: leaderSession("det") });
+        const sweeper = new StaleSweeper(ctx);
+        // Heartbeat at t0, killed 0-30 s later; the sweep (random phase) had seen the agent before t0.
+        const t0 = ctx.clock.now();
+        const killAt = t0 + next() * 30_000;
+        let sweepAt = t0 - next() * ctx.options.sweepIntervalMs;
+        let killed = false;
+        let detectedAt: number | undefined;
+        for (let i = 0; i < 20 && detectedAt === undefined; i++) {
+          if (!killed && sweepAt >= killAt) {
+            killed = true;
+            tmux.tmux(socket, ["kill-pane", "-t", paneId]);
+            try {
+              process.kill(Number(pid), "SIGKILL");
+            } catch {
+              // the pane took it down already
+            }
+          }
+          ctx.clock.set(sweepAt);
+          const report = await sweeper.sweep();
+          for (const dead of report.inactive) causes.add(dead.cause);
+          if (report.inactive.length > 0) detectedAt = sweepAt;
+          sweepAt += ctx.options.sweepIntervalMs;
+        }
+        if (!killed || detectedAt === undefined)
+          throw new Error("the killed agent was never declared inactive");
+        if (detectedAt < killAt) throw new Error("declared inactive before it was killed");
+        samples.push((detectedAt - killAt) / 1000);
+      } finally {
+        await ctx.cleanup();
+      }
+    }
+  } finally {
+    tmux.killServer(socket);
+    removeSocketFile(socket);
+  }
+  note(`detect (default timings, injected clock): ${runs} runs`);
+  return [
+    figure(
+      "7a",
+      "killed agent (pane + process killed) detected, default timings",
+      "s",
+      samples,
+      { text: "< 20 s", ok: (m) => m < 20 },
+      `injected clock: real sweep + real tmux, simulated 15 s sweeps; cause ${[...causes].join("/")}; from the kill`,
+    ),
+  ];
+}

@@ -1,0 +1,78 @@
+import { EventMonitor } from "../src/operations/monitor.ts";
+import { makeTestContext } from "../tests/helpers/context.ts";
+import { note, seedTeam, timed } from "./setup.ts";
+import { type Figure, figure } from "./stats.ts";
+
+const AGENTS = 100;
+const EVENTS = 50_000;
+/** Event time between two consecutive events of the stream: 50,000 events span 500 s. */
+const EVENT_GAP_MS = 10;
+
+/** The events a busy agent's session produces: message and part updates, tool parts running. */
+function syntheticEvent(sessionID: string, i: number): unknown {
+  switch (i % 3) {
+    case 0:
+      return {
+        type: "message.updated",
+        properties: { info: { id: `msg_${i}`, sessionID, role: "assistant" } },
+      };
+    case 1:
+      return {
+        type: "message.part.updated",
+        properties: { part: { id: `prt_${i}`, sessionID, type: "text", text: "…" } },
+      };
+    default:
+      return {
+        type: "message.part.updated",
+        properties: {
+          part: { id: `prt_${i}`, sessionID, type: "tool", tool: "bash", state: { status: "running" } },
+        },
+      };
+  }
+}
+
+/**
+ * 5. 50,000 events about 100 working agents, fed to the monitor as the OpenCode bus would, with the clock moving 10 ms
+ * per event. Every agent is active already, so no event changes a status and each write is a coalesced heartbeat.
+ */
+export async function benchMonitor(quick: boolean): Promise<Figure[]> {
+  const runs = quick ? 2 : 5;
+  const rates: number[] = [];
+  const writes: number[] = [];
+  let bound = 0;
+  for (let run = 0; run < runs; run++) {
+    const ctx = await makeTestContext();
+    try {
+      const team = await seedTeam(ctx, "mon", AGENTS);
+      const monitor = new EventMonitor(ctx);
+      const sessions = team.agents.map((a) => a.sessionId);
+      // The first event per agent is written at once (the monitor does not know it yet); not part of the figure.
+      for (const sessionId of sessions) monitor.handleEvent(syntheticEvent(sessionId, 0));
+      await monitor.settled();
+      const writesBefore = monitor.stats.writes;
+      const ms = await timed(async () => {
+        for (let i = 0; i < EVENTS; i++) {
+          ctx.clock.advance(EVENT_GAP_MS);
+          monitor.handleEvent(syntheticEvent(sessions[i % AGENTS] as string, i));
+          // The bus delivers events as they happen; let the queue drain now and then as it would between them.
+          if (i % 500 === 499) await monitor.settled();
+        }
+        await monitor.settled();
+      });
+      if (monitor.stats.failures > 0) throw new Error(`${monitor.stats.failures} monitor failures`);
+      rates.push(EVENTS / (ms / 1000));
+      writes.push(monitor.stats.writes - writesBefore);
+      bound = AGENTS * Math.ceil((EVENTS * EVENT_GAP_MS) / ctx.options.eventCoalesceMs);
+    } finally {
+      await ctx.cleanup();
+    }
+  }
+  note(`monitor: ${runs} runs of ${EVENTS} events`);
+  return [
+    figure("5a", `event monitor: ${EVENTS} events, ${AGENTS} agents`, "events/s", rates),
+    figure("5b", `state writes for ${(EVENTS * EVENT_GAP_MS) / 1000} s of events`, "writes", writes, {
+      text: `<= ${bound} (1/agent/5 s)`,
+      ok: (m) => m <= bound,
+    }),
+  ];
+}

@@ -1,0 +1,179 @@
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { processRunning, terminateProcess } from "../src/edges/process-info.ts";
+import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
+import { startLiveness } from "../src/operations/background.ts";
+import { parseOptions } from "../src/options.ts";
+import { buildContext } from "../src/plugin.ts";
+import { type ServerInfo, ServerInfoSchema } from "../src/state/schemas.ts";
+import {
+  type MockModel,
+  OPENCODE_BIN,
+  type OpencodeServer,
+  startMockModel,
+  startOpencode,
+  tmux,
+  waitFor,
+} from "../tests/e2e/harness/index.ts";
+import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
+import { note } from "./setup.ts";
+import { type Figure, figure } from "./stats.ts";
+
+interface Spawned {
+  agentId: string;
+  sessionId: string;
+  paneId?: string;
+  status: string;
+}
+
+const TEAMS_DIR = path.join(".opencode", "opencode-teams");
+
+/** Run one tool call in the leader's session through the scripted model; its output and how long `execute` took. */
+async function callTool<T>(
+  server: OpencodeServer,
+  sessionId: string,
+  tool: string,
+  args: unknown,
+): Promise<{ output: T; ms: number }> {
+  await server.promptAndWait(sessionId, `@@call ${tool} ${JSON.stringify(args)}`, { timeoutMs: 80_000 });
+  const result = (await server.toolResults(sessionId, tool)).at(-1);
+  if (result?.status !== "completed") throw new Error(`${tool} ${result?.status}: ${result?.error ?? ""}`);
+  const time = (result.part.state as { time?: { start: number; end?: number } }).time;
+  const ms = time?.end && time.start ? time.end - time.start : Number.NaN;
+  return { output: JSON.parse(result.output ?? "null") as T, ms };
+}
+
+function serverInfo(projectDir: string): ServerInfo | undefined {
+  const file = path.join(projectDir, TEAMS_DIR, "servers");
+  try {
+    const [hash] = readdirSync(file);
+    return ServerInfoSchema.parse(
+      JSON.parse(readFileSync(path.join(file, hash ?? "", "server.json"), "utf8")),
+    );
+  } catch {
+    return undefined;
+  }
+}
+
+function agentStatus(projectDir: string, team: string, agentId: string): string | undefined {
+  try {
+    const file = path.join(projectDir, TEAMS_DIR, "teams", team, "agents", `${agentId}.json`);
+    return (JSON.parse(readFileSync(file, "utf8")) as { status?: string }).status;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * 6 and 7b on a real `opencode serve` (hermetic, scripted mock model on 127.0.0.1) and real tmux on a private
+ * socket. The plugin runs inside that server; the leader's session calls spawn-agent through the model and the
+ * figure is the tool's own execution time as OpenCode records it (call -> agent active, prompt delivered).
+ * Cold: a fresh project, so the plugin starts the project's `opencode serve` first. 7b: the spawned agents' panes and
+ * attach processes are killed and their sessions deleted; measured until the agent file says inactive.
+ */
+export async function benchReal(quick: boolean): Promise<Figure[]> {
+  const coldRuns = quick ? 1 : 3;
+  const warmRuns = quick ? 3 : 10;
+  const deleteRuns = quick ? 3 : 5;
+  const socket = tmux.tmuxSocketName("otbench");
+  const cold: number[] = [];
+  const warm: number[] = [];
+  const deleted: number[] = [];
+  const ours = new Set<number>();
+  let mock: MockModel | undefined;
+  const servers: OpencodeServer[] = [];
+  try {
+    mock = await startMockModel();
+    for (let run = 0; run < coldRuns; run++) {
+      const main = await startOpencode({
+        mockBaseUrl: mock.baseUrl,
+        gitInit: true,
+        pluginOptions: { tmuxSocket: socket },
+        env: { OPENCODE_TEAMS_OPENCODE_BIN: OPENCODE_BIN },
+      });
+      servers.push(main);
+      await main.waitForToolIds(["create-team", "spawn-agent"]);
+      const leader = await main.createSession("leader");
+      await callTool(main, leader, "create-team", { teamName: "bench" });
+      const first = await callTool<Spawned>(main, leader, "spawn-agent", {
+        teamName: "bench",
+        prompt: "@@say hi",
+      });
+      if (first.output.status !== "active") throw new Error(`cold spawn: ${JSON.stringify(first.output)}`);
+      cold.push(first.ms);
+      const info = serverInfo(main.projectDir);
+      if (info) ours.add(info.pid);
+      note(`spawn: cold ${run + 1}/${coldRuns}: ${first.ms} ms`);
+      if (run > 0) continue;
+
+      const spawned: Spawned[] = [first.output];
+      for (let i = 0; i < warmRuns; i++) {
+        const next = await callTool<Spawned>(main, leader, "spawn-agent", {
+          teamName: "bench",
+          prompt: "@@say hi",
+        });
+        if (next.output.status !== "active") throw new Error(`warm spawn: ${JSON.stringify(next.output)}`);
+        warm.push(next.ms);
+        spawned.push(next.output);
+      }
+      note(`spawn: ${warmRuns} warm`);
+
+      // 7b: this process plays the leader's own OpenCode, with the monitor on the project server's event stream.
+      const ctx = buildContext({
+        projectRoot: main.projectDir,
+        options: parseOptions({ tmuxSocket: socket }),
+        log: () => {},
+        localServer: new UnavailableOpencodeApi("the bench has no server of its own"),
+      });
+      const liveness = startLiveness(ctx);
+      try {
+        await waitFor(() => liveness.monitor.stats.connects >= 1, { timeoutMs: 15_000 });
+        if (!info) throw new Error("no ServerInfo after a spawn");
+        for (const agent of spawned.slice(0, deleteRuns)) {
+          const panePid = tmux.listPanes(socket).find((p) => p.paneId === agent.paneId)?.panePid;
+          const started = performance.now();
+          if (agent.paneId) tmux.tmux(socket, ["kill-pane", "-t", agent.paneId]);
+          if (panePid && processRunning(panePid)) process.kill(panePid, "SIGKILL");
+          const response = await fetch(
+            `http://127.0.0.1:${info.port}/session/${agent.sessionId}?directory=${encodeURIComponent(main.projectDir)}`,
+            { method: "DELETE", signal: AbortSignal.timeout(10_000) },
+          );
+          if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
+          await waitFor(() => agentStatus(main.projectDir, "bench", agent.agentId) === "inactive", {
+            timeoutMs: 30_000,
+            intervalMs: 10,
+            message: "the deleted agent to become inactive",
+          });
+          deleted.push((performance.now() - started) / 1000);
+        }
+      } finally {
+        await liveness.release();
+      }
+      note(`session deleted: ${deleted.length} runs`);
+    }
+  } finally {
+    tmux.killServer(socket);
+    removeSocketFile(socket);
+    for (const pid of ours) await terminateProcess(pid, 2_000);
+    for (const server of servers) await server.stop();
+    await mock?.stop();
+  }
+  return [
+    figure("6a", "spawn-agent, warm server, call -> active", "ms", warm, {
+      text: "< 1000 ms",
+      ok: (m) => m < 1000,
+    }),
+    figure("6b", "spawn-agent, cold (starts opencode serve), call -> active", "ms", cold, {
+      text: "< 8000 ms",
+      ok: (m) => m < 8000,
+    }),
+    figure(
+      "7b",
+      "killed agent whose session is deleted, detected",
+      "s",
+      deleted,
+      { text: "< 20 s", ok: (m) => m < 20 },
+      "real server and clock; session.deleted event",
+    ),
+  ];
+}

@@ -1,0 +1,68 @@
+import { readdir } from "node:fs/promises";
+import { makeTestContext } from "../tests/helpers/context.ts";
+import { leaderSession, note, seedTeam, timed } from "./setup.ts";
+import { type Figure, figure } from "./stats.ts";
+import { benchTools } from "./tool.ts";
+
+const SIZES = [10, 100, 1000] as const;
+/** Other teams of the project, present while every size is measured: reading one team must not read them. */
+const OTHER_TEAMS = 2;
+const OTHER_SIZE = 1000;
+
+/**
+ * 2. get-agent-status (all agents of a team, as the leader) for 10, 100 and 1000 agents, with 2000 agents of other
+ * teams beside them. One of the other teams holds a damaged agent file: a read of it would move it aside, so finding it
+ * untouched afterwards shows no other team's agent files were read.
+ */
+export async function benchStatus(quick: boolean): Promise<Figure[]> {
+  const ctx = await makeTestContext();
+  try {
+    const call = benchTools(ctx);
+    for (let t = 0; t < OTHER_TEAMS; t++) await seedTeam(ctx, `other-${t}`, OTHER_SIZE);
+    const tripwireDir = ctx.store.paths.agentsDir("other-0");
+    const tripwire = `${tripwireDir}/00000000-0000-4000-8000-000000000000.json`;
+    await Bun.write(tripwire, "{ damaged");
+    for (const size of SIZES) await seedTeam(ctx, `team-${size}`, size);
+    const runs = quick ? 10 : 40;
+    const figures: Figure[] = [];
+    const medians: number[] = [];
+    for (const size of SIZES) {
+      const teamName = `team-${size}`;
+      const samples: number[] = [];
+      for (let i = 0; i < runs + 3; i++) {
+        let count = -1;
+        const ms = await timed(async () => {
+          const result = (await call("get-agent-status", { teamName }, leaderSession(teamName))) as {
+            success: boolean;
+            agents?: unknown[];
+          };
+          count = result.agents?.length ?? -1;
+        });
+        // The leader is listed too.
+        if (count !== size + 1)
+          throw new Error(`get-agent-status returned ${count} agents, expected ${size + 1}`);
+        if (i >= 3) samples.push(ms);
+      }
+      const f = figure(
+        `2.${SIZES.indexOf(size) + 1}`,
+        `get-agent-status, team of ${size}`,
+        "ms",
+        samples,
+        size === 1000 ? { text: "< 20 ms", ok: (m) => m < 20 } : undefined,
+      );
+      medians.push(f.median);
+      figures.push(f);
+    }
+    const untouched = (await readdir(tripwireDir)).includes(tripwire.slice(tripwireDir.length + 1));
+    if (!untouched) throw new Error("get-agent-status read another team's agent files");
+    const last = figures[figures.length - 1];
+    if (last) {
+      const perAgent = ((medians[2] ?? 0) - (medians[1] ?? 0)) / 900;
+      last.notes = `${(perAgent * 1000).toFixed(0)} µs per extra agent; other teams' files untouched`;
+    }
+    note(`get-agent-status: ${runs} runs per size`);
+    return figures;
+  } finally {
+    await ctx.cleanup();
+  }
+}
