@@ -1,4 +1,5 @@
-import { mkdir, readdir, readFile, rename, writeFile } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { link, mkdir, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import writeFileAtomic from "write-file-atomic";
 import type { z } from "zod";
@@ -98,7 +99,16 @@ export async function createJson<S extends z.ZodType>(
 ): Promise<void> {
   const valid = schema.parse(value);
   await mkdir(path.dirname(file), { recursive: true });
-  await writeFile(file, `${JSON.stringify(valid, null, 2)}\n`, { flag: "wx" });
+  // Written whole under a temporary name, then linked into place: link() is atomic and fails if the name exists, so
+  // the file is created exclusively and no reader ever sees it half-written (a reader would take a partial file for a
+  // damaged one and move it aside).
+  const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  await writeFile(temp, `${JSON.stringify(valid, null, 2)}\n`, { flag: "wx" });
+  try {
+    await link(temp, file);
+  } finally {
+    await unlink(temp).catch(() => {});
+  }
 }
 
 export interface UpdateOutcome<T> {
