@@ -222,6 +222,12 @@ beforeAll(async () => {
 afterAll(async () => {
   tmux.killServer(socket);
   removeSocketFile(socket);
+  // Whatever project server is recorded last is ours too: a test that failed midway (e.g. with the proxy registered)
+  // can make a later spawn start a new one that no test added to `ours`.
+  for (const server of [main, errors]) {
+    const info = server ? readInfo(server.projectDir) : undefined;
+    if (info && (await processCommandLine(info.pid))?.includes("serve")) ours.add(info.pid);
+  }
   for (const pid of ours) await terminateProcess(pid, 2_000);
   await Promise.all([main?.stop(), errors?.stop()]);
   await mock?.stop();
