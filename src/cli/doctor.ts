@@ -79,7 +79,8 @@ async function checkStorage(ctx: TeamsContext): Promise<Check[]> {
     for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
       const full = path.join(dir, entry.name);
       if (entry.name.includes(".corrupt-")) damaged.push(path.relative(root, full));
-      else if (entry.isDirectory() && entry.name.endsWith(".lock")) {
+      // Lock files, and lock directories an older version left behind.
+      else if (entry.name.endsWith(".lock")) {
         const info = await stat(full).catch(() => undefined);
         if (info && ctx.clock.now() - info.mtimeMs > 10_000) staleLocks.push(path.relative(root, full));
       } else if (entry.isDirectory()) await walk(full);

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { utimes } from "node:fs/promises";
 import path from "node:path";
 import { recordEnded, recordSpawned } from "../../src/operations/history.ts";
 import { addAgent } from "../helpers/agents.ts";
@@ -115,6 +116,16 @@ describe("opencode-teams CLI", () => {
       "server",
     ]);
     expect(report.checks.find((c) => c.name === "storage")?.level).toBe("ok");
+
+    // A lock file a crashed process left behind is reported.
+    const lock = `${ctx.store.paths.tasks("alpha")}.lock`;
+    await Bun.write(lock, "");
+    const old = new Date(Date.now() - 60_000);
+    await utimes(lock, old, old);
+    const withLock = JSON.parse((await cli(["doctor", "--json"])).stdout) as {
+      checks: { name: string; level: string; detail: string }[];
+    };
+    expect(withLock.checks.find((c) => c.name === "locks")).toMatchObject({ level: "warn" });
     const bunDir = path.dirname(process.execPath);
     const noTmux = await cli(["doctor"], { PATH: bunDir });
     expect(noTmux.code).toBe(1);
