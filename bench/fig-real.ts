@@ -27,6 +27,8 @@ interface Spawned {
 }
 
 const TEAMS_DIR = path.join(".opencode", "opencode-teams");
+/** Long enough for the previous pane's `opencode attach` to finish booting. */
+const SPACED_PAUSE_MS = 3_000;
 
 /** Run one tool call in the leader's session through the scripted model; its output and how long `execute` took. */
 async function callTool<T>(
@@ -78,6 +80,7 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
   const socket = tmux.tmuxSocketName("otbench");
   const cold: number[] = [];
   const warm: number[] = [];
+  const warmSpaced: number[] = [];
   const deleted: number[] = [];
   const ours = new Set<number>();
   let mock: MockModel | undefined;
@@ -107,16 +110,24 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
       if (run > 0) continue;
 
       const spawned: Spawned[] = [first.output];
-      for (let i = 0; i < warmRuns; i++) {
-        const next = await callTool<Spawned>(main, leader, "spawn-agent", {
-          teamName: "bench",
-          prompt: "@@say hi",
-        });
-        if (next.output.status !== "active") throw new Error(`warm spawn: ${JSON.stringify(next.output)}`);
-        warm.push(next.ms);
-        spawned.push(next.output);
+      // Back to back, as a leader spawning a team does: each pane's `opencode attach` is still booting (a core for a
+      // second or two) during the next spawn. Then spaced, each after the previous pane has settled.
+      for (const [samples, pauseMs] of [
+        [warm, 0],
+        [warmSpaced, SPACED_PAUSE_MS],
+      ] as const) {
+        for (let i = 0; i < warmRuns; i++) {
+          if (pauseMs > 0) await Bun.sleep(pauseMs);
+          const next = await callTool<Spawned>(main, leader, "spawn-agent", {
+            teamName: "bench",
+            prompt: "@@say hi",
+          });
+          if (next.output.status !== "active") throw new Error(`warm spawn: ${JSON.stringify(next.output)}`);
+          samples.push(next.ms);
+          spawned.push(next.output);
+        }
       }
-      note(`spawn: ${warmRuns} warm`);
+      note(`spawn: ${warmRuns} warm back to back, ${warmRuns} spaced`);
 
       // 7b: this process plays the leader's own OpenCode, with the monitor on the project server's event stream.
       const ctx = buildContext({
@@ -159,10 +170,17 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
     await mock?.stop();
   }
   return [
-    figure("6a", "spawn-agent, warm server, call -> active", "ms", warm, {
+    figure("6a", "spawn-agent, warm server, call -> active, back to back", "ms", warm, {
       text: "< 1000 ms",
       ok: (m) => m < 1000,
     }),
+    figure(
+      "6a'",
+      `spawn-agent, warm server, call -> active, ${SPACED_PAUSE_MS / 1000} s apart`,
+      "ms",
+      warmSpaced,
+      { text: "< 1000 ms", ok: (m) => m < 1000 },
+    ),
     figure("6b", "spawn-agent, cold (starts opencode serve), call -> active", "ms", cold, {
       text: "< 8000 ms",
       ok: (m) => m < 8000,

@@ -45,6 +45,8 @@ export interface AgentPane {
   placement: TmuxPlacement;
   /** Date.now() when the pane was opened. */
   openedAt: number;
+  /** The program the pane runs (for the error when it does not start). */
+  command: string;
 }
 
 /**
@@ -96,11 +98,19 @@ export async function openAgentPane(ctx: TeamsContext, input: AgentPaneInput): P
       }),
     ctx.store.lockTiming,
   );
-  await Bun.sleep(paneTiming.settleMs);
-  if ((await ctx.edges.tmux.paneState({ socket: placement.socket, paneId })) === "gone") {
-    throw new Error(`the pane's command exited right away; is '${command[0]}' a runnable opencode binary?`);
+  return { paneId, attachPid: panePid, placement, openedAt, command: command[0] ?? "opencode" };
+}
+
+/**
+ * Throws when the pane's command exited right away (a missing or broken binary). Waits only for what is left of
+ * `settleMs` since the pane opened, so callers check last, after their other work.
+ */
+export async function confirmPaneStarted(ctx: TeamsContext, pane: AgentPane): Promise<void> {
+  const wait = pane.openedAt + paneTiming.settleMs - Date.now();
+  if (wait > 0) await Bun.sleep(wait);
+  if ((await ctx.edges.tmux.paneState({ socket: pane.placement.socket, paneId: pane.paneId })) === "gone") {
+    throw new Error(`the pane's command exited right away; is '${pane.command}' a runnable opencode binary?`);
   }
-  return { paneId, attachPid: panePid, placement, openedAt };
 }
 
 export interface PaneOwner {

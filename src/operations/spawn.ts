@@ -7,7 +7,13 @@ import { type ProjectServer, ServerStartError } from "../edges/server-manager.ts
 import type { PaneRef } from "../edges/tmux-api.ts";
 import { assertTeamName } from "../state/paths.ts";
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
-import { closeAgentPane, openAgentPane, paneTiming } from "./agent-pane.ts";
+import {
+  type AgentPane,
+  closeAgentPane,
+  confirmPaneStarted,
+  openAgentPane,
+  paneTiming,
+} from "./agent-pane.ts";
 import { allocateColor, releaseColor } from "./color-pool.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
@@ -169,7 +175,8 @@ export async function deliverPrompt(
   text: string,
   options: {
     model?: ModelRef;
-    pane?: PaneRef & { openedAt?: number };
+    /** The pane to type into when the SDK fails; opened on demand (a spawn opens it after the prompt anyway). */
+    pane?: () => Promise<PaneRef & { openedAt?: number }>;
     /** The session's message count when the caller knows it (a session just created has none). */
     messagesBefore?: number;
   } = {},
@@ -204,10 +211,11 @@ export async function deliverPrompt(
     try {
       if (!Number.isFinite(before)) before = await api.messageCount(sessionId);
       else if (await landed(api, sessionId, before, 0)) return { delivery: "sdk", problems };
+      const pane = await options.pane();
       // Keystrokes sent before `opencode attach` has drawn its prompt are lost.
-      const readyAt = (options.pane.openedAt ?? 0) + paneTiming.tuiReadyMs;
+      const readyAt = (pane.openedAt ?? 0) + paneTiming.tuiReadyMs;
       if (Date.now() < readyAt) await Bun.sleep(readyAt - Date.now());
-      await ctx.edges.tmux.sendText({ socket: options.pane.socket, paneId: options.pane.paneId }, text);
+      await ctx.edges.tmux.sendText({ socket: pane.socket, paneId: pane.paneId }, text);
       if (await landed(api, sessionId, before, Math.max(delay * 3, paneTiming.settleMs))) {
         return { delivery: "pane", problems };
       }
@@ -328,11 +336,15 @@ export async function launchAgent(
     rollback.push("the color", () => releaseColor(ctx, agentId));
     if (color.warning) warnings.push(color.warning);
 
-    let pane: Awaited<ReturnType<typeof openAgentPane>> | undefined;
-    if (!spec.headless) {
+    // The pane opens after the prompt is on its way: `opencode attach` takes a core for a second or two to boot, and
+    // on a small machine the delivery should not have to compete with it.
+    let pane: AgentPane | undefined;
+    const openPane = async (): Promise<AgentPane> => {
+      if (pane) return pane;
       steps.progress("pane", `Opening a tmux pane for ${name}`);
+      let opened: AgentPane;
       try {
-        pane = await openAgentPane(ctx, {
+        opened = await openAgentPane(ctx, {
           teamName: team.name,
           agentId,
           name,
@@ -345,7 +357,7 @@ export async function launchAgent(
       } catch (error) {
         throw new StepFailure(`Failed to create tmux pane: ${message(error)}`);
       }
-      const opened = pane;
+      pane = opened;
       rollback.push("the pane", () =>
         closeAgentPane(ctx, {
           sessionId,
@@ -354,7 +366,8 @@ export async function launchAgent(
           tmux: opened.placement,
         }),
       );
-    }
+      return opened;
+    };
 
     const now = isoNow(ctx.clock);
     const state: AgentState = {
@@ -370,7 +383,6 @@ export async function launchAgent(
       heartbeatTs: now,
       heartbeatSource: "spawn",
       sessionId,
-      ...(pane ? { paneId: pane.paneId, tmux: pane.placement, attachPid: pane.attachPid } : {}),
       cwd: spec.cwd,
       consecutiveMisses: 0,
       sessionRotationCount: 0,
@@ -390,32 +402,47 @@ export async function launchAgent(
       // A new session has no messages; a continued one is counted first.
       ...(spec.reuseSessionId ? {} : { messagesBefore: 0 }),
       ...(spec.model.ref ? { model: spec.model.ref } : {}),
-      ...(pane
-        ? { pane: { socket: pane.placement.socket, paneId: pane.paneId, openedAt: pane.openedAt } }
-        : {}),
+      ...(spec.headless
+        ? {}
+        : {
+            pane: async () => {
+              const opened = await openPane();
+              return { socket: opened.placement.socket, paneId: opened.paneId, openedAt: opened.openedAt };
+            },
+          }),
     });
+    const launchedPane = spec.headless ? undefined : await openPane();
     steps.mark("activate");
-    let status: SpawnAgentOutput["status"] = "spawning";
-    if (delivered.delivery === "failed") {
+    const promptLanded = delivered.delivery !== "failed";
+    if (!promptLanded) {
       warnings.push(
         `The initial prompt could not be delivered (${delivered.problems.join("; ")}). The agent stays 'spawning'; send it the prompt again as a message, or kill it.`,
       );
-    } else {
-      status = await markActive(ctx, team.name, agentId);
     }
-
-    steps.mark("history");
-    const registered: AgentState = { ...state, status };
-    warnings.push(...(await agentSpawned(ctx, registered)));
-    steps.mark("recount");
-    await recountActiveSessions(ctx).catch((error: unknown) => {
-      ctx.log("warn", "could not update activeSessions", { error: message(error) });
+    const registered = await recordLaunch(ctx, team.name, agentId, {
+      activate: promptLanded,
+      pane: launchedPane,
     });
+    const status: SpawnAgentOutput["status"] = registered.status === "spawning" ? "spawning" : "active";
+
+    steps.mark("pane-check");
+    await Promise.all([
+      launchedPane
+        ? confirmPaneStarted(ctx, launchedPane).catch((error: unknown) => {
+            throw new StepFailure(`Failed to create tmux pane: ${message(error)}`);
+          })
+        : undefined,
+      recountActiveSessions(ctx).catch((error: unknown) => {
+        ctx.log("warn", "could not update activeSessions", { error: message(error) });
+      }),
+    ]);
+    steps.mark("history");
+    warnings.push(...(await agentSpawned(ctx, registered)));
     steps.mark("done");
     ctx.log("info", `agent ${name} ${spec.resumes ? "resumed" : "spawned"} into ${team.name}`, {
       agentId,
       sessionId,
-      paneId: pane?.paneId,
+      paneId: launchedPane?.paneId,
       ...(spec.resumes ? { resumes: spec.resumes } : {}),
       timingsMs: steps.timings,
       delivery: delivered.delivery,
@@ -425,7 +452,7 @@ export async function launchAgent(
       success: true,
       agentId,
       sessionId,
-      ...(pane ? { paneId: pane.paneId } : {}),
+      ...(launchedPane ? { paneId: launchedPane.paneId } : {}),
       name,
       color: color.color,
       port: server.info.port,
@@ -502,27 +529,41 @@ export async function spawnAgent(
 }
 
 /**
- * spawning -> active with a fresh heartbeat. Another status means the agent already moved on (its first heartbeat,
- * or it completed) and is left as it is.
+ * Record the pane, and (when the prompt landed) spawning -> active with a fresh heartbeat, in one write under the
+ * agent's lock. An agent that moved on meanwhile (its first heartbeat, or it completed) keeps its status.
  */
-async function markActive(ctx: TeamsContext, teamName: string, agentId: string): Promise<"active"> {
+async function recordLaunch(
+  ctx: TeamsContext,
+  teamName: string,
+  agentId: string,
+  launch: { activate: boolean; pane: AgentPane | undefined },
+): Promise<AgentState> {
   const now = isoNow(ctx.clock);
+  const paneFields = launch.pane
+    ? { paneId: launch.pane.paneId, tmux: launch.pane.placement, attachPid: launch.pane.attachPid }
+    : {};
+  let written: AgentState | undefined;
   await ctx.store.withAgentLock(teamName, agentId, async () => {
     const read = await ctx.store.readAgent(teamName, agentId);
-    if (read.kind !== "ok" || read.value.status !== "spawning") return;
-    await ctx.store.writeAgent({
+    if (read.kind !== "ok")
+      throw new Error(`the agent file of ${agentId} could not be read back: ${read.kind}`);
+    const activate = launch.activate && read.value.status === "spawning";
+    written = {
       ...read.value,
-      status: "active",
-      heartbeatTs: now,
-      heartbeatSource: "spawn",
+      ...paneFields,
+      ...(activate ? { status: "active" as const, heartbeatTs: now, heartbeatSource: "spawn" as const } : {}),
       updatedAt: now,
-    });
-    await ctx.store.writeHeartbeat(teamName, agentId, {
-      version: 1,
-      heartbeatTs: now,
-      source: "spawn",
-      updates: 0,
-    });
+    };
+    await ctx.store.writeAgent(written);
+    if (activate) {
+      await ctx.store.writeHeartbeat(teamName, agentId, {
+        version: 1,
+        heartbeatTs: now,
+        source: "spawn",
+        updates: 0,
+      });
+    }
   });
-  return "active";
+  if (!written) throw new Error(`the agent file of ${agentId} was not written`);
+  return written;
 }

@@ -76,8 +76,8 @@ describe("spawn-agent: the flow", () => {
     expect(steps).toEqual([
       "Starting the OpenCode server",
       "Creating the session for builder",
-      "Opening a tmux pane for builder",
       "Delivering the prompt to builder",
+      "Opening a tmux pane for builder",
     ]);
 
     const session = ctx.server.sessions.get(result.sessionId);
