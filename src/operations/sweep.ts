@@ -228,8 +228,9 @@ export class StaleSweeper {
       // A gone pane goes to the verdict, which confirms it and declares the agent dead whatever its heartbeat says.
       if (now > freshUntil || paneGone.has(view.state.agentId)) stale.push(view);
       else if (view.state.consecutiveMisses > 0) toReset.push(view);
-      // Heartbeats only ever make an agent fresher: until then it cannot be stale, so it need not be read.
-      else this.skipUntil.set(key, freshUntil);
+      // Heartbeats only ever make an agent fresher: until then it cannot be stale, so it need not be read. Except an
+      // agent whose pane is still being opened (spawn records it after the prompt): read it until its pane is known.
+      else if (view.state.headless || view.state.paneId) this.skipUntil.set(key, freshUntil);
     }
     report.stale += stale.length;
 

@@ -50,3 +50,26 @@ test("tmux that cannot be asked is no evidence of death", async () => {
   ctx.clock.advance(ctx.options.sweepIntervalMs);
   expect((await sweeper.sweep()).inactive).toHaveLength(0);
 });
+
+test("an agent read before spawn recorded its pane is read again, so its pane is watched from then on", async () => {
+  const sweeper = new StaleSweeper(ctx);
+  const session = ctx.server.addSession({ title: "late" });
+  const agent = await addAgent(ctx, "alpha", { name: "late", sessionId: session.id, headless: false });
+  await sweeper.sweep();
+  const pane = await ctx.tmux.openPane({
+    session: "s",
+    window: "w",
+    cwd: "/",
+    command: ["x"],
+    title: "late",
+  });
+  await ctx.store.updateAgent("alpha", agent.agentId, (state) =>
+    state ? { ...state, paneId: pane.paneId, tmux: { session: "s", window: "w" } } : undefined,
+  );
+  ctx.clock.advance(ctx.options.sweepIntervalMs);
+  await sweeper.sweep();
+  const tracked = ctx.tmux.panes.get(pane.paneId);
+  if (tracked) tracked.alive = false;
+  ctx.clock.advance(ctx.options.sweepIntervalMs);
+  expect((await sweeper.sweep()).inactive.map((i) => i.cause)).toEqual(["pane_gone"]);
+});
