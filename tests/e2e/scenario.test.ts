@@ -5,10 +5,11 @@
  * state files the scenario recorded at each step (scripts/scenario.ts), and on what is left running afterwards.
  */
 import { afterAll, expect, test } from "bun:test";
+import { spawn } from "node:child_process";
 import { type DemoRun, runDemo } from "../../scripts/demo.ts";
 import { SCRIPTED_TIMING, type ScenarioEnv } from "../../scripts/scenario.ts";
 import { processRunning } from "../../src/edges/process-info.ts";
-import { tmux } from "./harness/index.ts";
+import { tmux, waitFor } from "./harness/index.ts";
 
 const socket = tmux.tmuxSocketName("oct-scenario");
 let env: ScenarioEnv | undefined;
@@ -199,7 +200,7 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
   expect(await Bun.file(`${r.projectDir}/opencode.json`).exists()).toBe(false);
 }, 150_000);
 
-test("npm run demo is wired: --help prints the usage and exits 0", () => {
+test("npm run demo -- --help prints the usage and exits 0", () => {
   const result = Bun.spawnSync(["npm", "run", "--silent", "demo", "--", "--help"], {
     stdout: "pipe",
     stderr: "pipe",
@@ -207,3 +208,55 @@ test("npm run demo is wired: --help prints the usage and exits 0", () => {
   expect(result.exitCode).toBe(0);
   expect(result.stdout.toString()).toContain("--model <provider/model>");
 }, 30_000);
+
+test("npm run demo -- --keep, as a user runs it: the scenario, then everything stays up until Ctrl-C stops it", async () => {
+  const keepSocket = tmux.tmuxSocketName("oct-demo-keep");
+  // Its own process group, so Ctrl-C can be sent the way a terminal sends it: to npm, bun and all.
+  const child = spawn(
+    "npm",
+    ["run", "--silent", "demo", "--", "--keep", "--pause", "0", "--socket", keepSocket],
+    {
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, NO_COLOR: "1" },
+    },
+  );
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  try {
+    // The last line --keep prints names the processes left running.
+    await waitFor(async () => /kill-server; kill [\d ]+\n/.test(output) || undefined, {
+      timeoutMs: 120_000,
+      message: `the demo to finish its scenario; output so far:\n${output}`,
+    });
+    expect(output).toContain("MODEL: SCRIPTED");
+    expect(output).toContain(`tmux -L ${keepSocket} attach -t teams-demo`);
+    expect(tmux.serverRunning(keepSocket)).toBe(true);
+    expect(output).toContain("--keep: everything is still running.");
+    const kept = (/kill-server; kill ([\d ]+)\n/.exec(output)?.[1] ?? "").trim().split(" ").map(Number);
+    expect(kept.length).toBeGreaterThan(0);
+    for (const pid of kept) expect(processRunning(pid)).toBe(true);
+
+    process.kill(-(child.pid ?? 0), "SIGINT");
+    const code = await exited;
+    expect([130, null]).toContain(code);
+    expect(tmux.serverRunning(keepSocket)).toBe(false);
+    await waitFor(async () => kept.every((pid) => !processRunning(pid)) || undefined, {
+      timeoutMs: 15_000,
+      message: "the kept processes to stop",
+    });
+  } finally {
+    try {
+      process.kill(-(child.pid ?? 0), "SIGKILL");
+    } catch {
+      // the group is gone: the demo stopped as it should
+    }
+    tmux.killServer(keepSocket);
+  }
+}, 180_000);
