@@ -1,6 +1,6 @@
-import type { ToolContext } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../src/operations/context.ts";
 import { createTools } from "../src/plugin.ts";
+import { toolContext } from "../tests/helpers/tools.ts";
 
 /**
  * Call the plugin's tools as OpenCode does after it validated the arguments (tests/helpers/tools.ts also validates,
@@ -15,17 +15,7 @@ export function benchTools(ctx: TeamsContext) {
   ): Promise<{ success: boolean }> => {
     const definition = tools[name];
     if (!definition) throw new Error(`no tool ${name}`);
-    const context: ToolContext = {
-      sessionID,
-      messageID: "msg_bench",
-      agent: "build",
-      directory: ctx.projectRoot,
-      worktree: ctx.projectRoot,
-      abort: new AbortController().signal,
-      metadata: () => {},
-      ask: async () => {},
-    };
-    const result = await definition.execute(args as never, context);
+    const result = await definition.execute(args as never, toolContext(ctx, sessionID, "msg_bench"));
     const output = typeof result === "string" ? result : result.output;
     return JSON.parse(output) as { success: boolean };
   };
