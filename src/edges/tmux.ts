@@ -65,6 +65,19 @@ export function quoteTmuxArg(value: string): string {
  * TmuxApi over the tmux binary. Commands go to tmux as argv (no shell); a command carrying environment values
  * (secrets) is written to `tmux source-file -` on stdin instead, so no value ever appears in a process's argv.
  */
+const AVAILABLE_CACHE_MS = 60_000;
+
+/**
+ * Several tmux commands as one argv, separated by ";" arguments. tmux also reads a ";" at the end of any argument as
+ * a separator, so a value ending in one (a title like "fix;") has it escaped.
+ */
+export function commandSequence(commands: readonly (readonly string[])[]): string[] {
+  return commands.flatMap((command, index) => [
+    ...(index > 0 ? [";"] : []),
+    ...command.map((arg) => (arg.endsWith(";") ? `${arg.slice(0, -1)}\\;` : arg)),
+  ]);
+}
+
 export class TmuxCli implements TmuxApi {
   /** Window creation per (socket, session, window) is serialised so concurrent spawns make one window, not five. */
   private readonly queues = new Map<string, Promise<unknown>>();
@@ -146,9 +159,15 @@ export class TmuxCli implements TmuxApi {
     return next;
   }
 
+  /** When tmux last answered `-V`: a spawn asks every time, and a binary that ran a minute ago still runs. */
+  private availableAt = Number.NEGATIVE_INFINITY;
+
   async available(): Promise<boolean> {
+    if (Date.now() - this.availableAt < AVAILABLE_CACHE_MS) return true;
     try {
-      return (await this.run(undefined, ["-V"])).code === 0;
+      const ok = (await this.run(undefined, ["-V"])).code === 0;
+      if (ok) this.availableAt = Date.now();
+      return ok;
     } catch {
       return false;
     }
@@ -265,24 +284,28 @@ export class TmuxCli implements TmuxApi {
     const panePid = Number(pidText);
     if (!paneId?.startsWith("%") || !windowId?.startsWith("@") || !Number.isInteger(panePid) || panePid <= 0)
       throw new TmuxError(`tmux did not report the new pane: ${JSON.stringify(created.trim())}`);
+    // One tmux invocation for the whole set-up: each tmux run is a process start, and a spawn is waiting on them.
+    const setup: string[][] = [
+      ["select-pane", "-t", paneId, "-T", escapeFormat(spec.title)],
+      ...Object.entries(spec.options ?? {}).map(([name, value]) => [
+        "set-option",
+        "-p",
+        "-t",
+        paneId,
+        `@${name}`,
+        value,
+      ]),
+      // Only our own team window gets borders with agent names; the user's other windows stay as they were.
+      ...(newWindow
+        ? [
+            ["set-option", "-w", "-t", windowId, "pane-border-status", "top"],
+            ["set-option", "-w", "-t", windowId, "pane-border-format", BORDER_FORMAT],
+          ]
+        : []),
+      ["select-layout", "-t", windowId, spec.layout ?? "tiled"],
+    ];
     try {
-      await this.must(spec.socket, ["select-pane", "-t", paneId, "-T", escapeFormat(spec.title)]);
-      for (const [name, value] of Object.entries(spec.options ?? {})) {
-        await this.must(spec.socket, ["set-option", "-p", "-t", paneId, `@${name}`, value]);
-      }
-      if (newWindow) {
-        // Only our own team window gets borders with agent names; the user's other windows stay as they were.
-        await this.must(spec.socket, ["set-option", "-w", "-t", windowId, "pane-border-status", "top"]);
-        await this.must(spec.socket, [
-          "set-option",
-          "-w",
-          "-t",
-          windowId,
-          "pane-border-format",
-          BORDER_FORMAT,
-        ]);
-      }
-      await this.must(spec.socket, ["select-layout", "-t", windowId, spec.layout ?? "tiled"]);
+      await this.must(spec.socket, commandSequence(setup));
     } catch (error) {
       // A half-configured pane would still run the command; the caller expects all or nothing.
       await this.run(spec.socket, ["kill-pane", "-t", paneId]).catch(() => {});

@@ -58,7 +58,13 @@ describe.skipIf(!hasTmux())("TmuxCli on real tmux", () => {
       command: ["sh", "-c", `pwd > '${out}.cwd'; printf %s "$SECRET" > '${out}.env'; exec sleep 300`],
       env: { SECRET: secret },
       title: `title ${HOSTILE}`,
-      options: { agent_id: `id ${HOSTILE}`, opencode_session_id: "ses_1" },
+      // Values ending in ";" would split the one tmux invocation that sets the pane up, were they not escaped.
+      options: {
+        agent_id: `id ${HOSTILE}`,
+        opencode_session_id: "ses_1",
+        agent_name: "fix;",
+        team_name: "a\\;",
+      },
     });
     expect(paneId).toMatch(/^%\d+$/);
     expect(pidAlive(panePid)).toBe(true);
@@ -73,6 +79,8 @@ describe.skipIf(!hasTmux())("TmuxCli on real tmux", () => {
     expect(show("#{pane_title}")).toBe(`title ${HOSTILE}`);
     expect(show("#{@agent_id}")).toBe(`id ${HOSTILE}`);
     expect(show("#{@opencode_session_id}")).toBe("ses_1");
+    expect(show("#{@agent_name}")).toBe("fix;");
+    expect(show("#{@team_name}")).toBe("a\\;");
     expect(show("#{session_name}:#{window_name}")).toBe("teams-alpha:team-alpha");
     expect(show("#{pane_pid}")).toBe(String(panePid));
     // The secret went to tmux on stdin, so the pane's start command (what tmux shows) never contains it.
