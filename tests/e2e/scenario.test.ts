@@ -10,6 +10,7 @@ import { type DemoRun, runDemo } from "../../scripts/demo.ts";
 import { SCRIPTED_TIMING, type ScenarioEnv } from "../../scripts/scenario.ts";
 import { processRunning } from "../../src/edges/process-info.ts";
 import { tmux, waitFor } from "./harness/index.ts";
+import { removeSocketFile } from "./tmux-socket-file.ts";
 
 const socket = tmux.tmuxSocketName("oct-scenario");
 let env: ScenarioEnv | undefined;
@@ -258,5 +259,6 @@ test("npm run demo -- --keep, as a user runs it: the scenario, then everything s
       // the group is gone: the demo stopped as it should
     }
     tmux.killServer(keepSocket);
+    removeSocketFile(keepSocket);
   }
 }, 180_000);
