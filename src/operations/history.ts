@@ -134,7 +134,9 @@ export function recordSpawned(ctx: TeamsContext, agent: AgentState, plan?: strin
     ...(agent.resumes ? { resumes: agent.resumes } : {}),
   };
   return updateHistory(ctx, agent.teamName, (entries) => {
-    const withoutDuplicate = entries.filter((e) => !(e.agent_id === agent.agentId && e.status === "spawned"));
+    // One entry per agent id (a resumed run gets a new id): an entry that exists already, e.g. rebuilt from the state
+    // files by a concurrent write, is replaced.
+    const withoutDuplicate = entries.filter((e) => e.agent_id !== agent.agentId);
     const linked = agent.resumes
       ? withoutDuplicate.map((e) =>
           e.agent_id === agent.resumes ? { ...e, status: "resumed" as const, resumed_by: agent.agentId } : e,

@@ -18,7 +18,7 @@ import { allocateColor, releaseColor } from "./color-pool.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
 import { agentSessionTitle } from "./identity-prompt.ts";
-import { agentSpawned } from "./lifecycle.ts";
+import { agentEnded, agentSpawned, type EndedStatus } from "./lifecycle.ts";
 import { CallerError, type Failure, fail, type OpResult } from "./result.ts";
 import { recountActiveSessions } from "./server-sessions.ts";
 
@@ -424,11 +424,28 @@ export async function launchAgent(
       pane: launchedPane,
     });
     const status: SpawnAgentOutput["status"] = registered.status === "spawning" ? "spawning" : "active";
+    if (registered.status === "terminated" && launchedPane && !team.keepPanes) {
+      // It finished (complete-agent) before its pane was recorded, so nothing closed the pane: close it here.
+      warnings.push(
+        ...(await closeAgentPane(
+          ctx,
+          {
+            sessionId,
+            paneId: launchedPane.paneId,
+            attachPid: launchedPane.attachPid,
+            tmux: launchedPane.placement,
+          },
+          { interrupt: false },
+        )),
+      );
+    }
 
     steps.mark("pane-check");
+    // An agent that already ended has nothing left to check (and its pane was just closed on purpose).
+    const paneToCheck = registered.status === "terminated" ? undefined : launchedPane;
     await Promise.all([
-      launchedPane
-        ? confirmPaneStarted(ctx, launchedPane).catch((error: unknown) => {
+      paneToCheck
+        ? confirmPaneStarted(ctx, paneToCheck).catch((error: unknown) => {
             throw new StepFailure(`Failed to create tmux pane: ${message(error)}`);
           })
         : undefined,
@@ -438,6 +455,14 @@ export async function launchAgent(
     ]);
     steps.mark("history");
     warnings.push(...(await agentSpawned(ctx, registered)));
+    if (registered.status === "terminated") {
+      // It ended before its run was in the history, so that end found nothing to close: record it now.
+      warnings.push(
+        ...(await agentEnded(ctx, registered, endedStatusOf(registered), {
+          reason: registered.statusReason ?? "ended while it was being spawned",
+        })),
+      );
+    }
     steps.mark("done");
     ctx.log("info", `agent ${name} ${spec.resumes ? "resumed" : "spawned"} into ${team.name}`, {
       agentId,
@@ -566,4 +591,15 @@ async function recordLaunch(
   });
   if (!written) throw new Error(`the agent file of ${agentId} was not written`);
   return written;
+}
+
+function endedStatusOf(agent: AgentState): EndedStatus {
+  switch (agent.outcome) {
+    case "failed":
+    case "timeout":
+    case "interrupted":
+      return agent.outcome;
+    default:
+      return "completed";
+  }
 }

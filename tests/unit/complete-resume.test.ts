@@ -215,6 +215,31 @@ describe("complete-agent", () => {
   });
 });
 
+describe("an agent that completes while it is being spawned", () => {
+  test("its pane, opened after the prompt, is closed and the spawn still succeeds", async () => {
+    const prompt = ctx.server.promptAsync.bind(ctx.server);
+    let completedBy: string | undefined;
+    ctx.server.promptAsync = async (sessionId, text, options) => {
+      await prompt(sessionId, text, options);
+      // A very fast model: done before spawn-agent even opened the pane.
+      const views = (await ctx.store.listAgentViews("alpha")).items;
+      const self = views.find((v) => v.state.sessionId === sessionId);
+      if (self) {
+        completedBy = self.state.agentId;
+        await complete({ agentId: self.state.agentId, summary: "quick" }, sessionId);
+      }
+    };
+    const a = await spawnOne();
+    expect(a.agentId).toBe(completedBy ?? "");
+    expect(ctx.tmux.panes.get(a.paneId ?? "")?.alive).toBe(false);
+    const state = await agent(a.agentId);
+    expect(state).toMatchObject({ status: "terminated", outcome: "completed", paneId: a.paneId });
+    const entries = (await history()).entries.filter((e) => e.agent_id === a.agentId);
+    expect(entries.map((e) => e.status)).toEqual(["completed"]);
+    expect(entries[0]?.reason).toContain("quick");
+  });
+});
+
 describe("inactive agents are interrupted in the history", () => {
   test("one history write marks every agent of a sweep batch interrupted", async () => {
     const a = await spawnOne();
