@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { ManualClock } from "../../src/clock.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
+import { paneTiming } from "../../src/operations/agent-pane.ts";
 import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
@@ -23,6 +24,13 @@ export interface TestContext extends TeamsContext {
   serverEnsureCalls: number;
   logs: { level: LogLevel; message: string }[];
   cleanup(): Promise<void>;
+}
+
+/** Fake panes start, settle and die at once: no real waiting in unit tests. */
+export function instantPanes(): void {
+  paneTiming.settleMs = 0;
+  paneTiming.tuiReadyMs = 0;
+  paneTiming.exitGraceMs = 0;
 }
 
 /** A throwaway project with its own storage dir and a clock the test moves by hand. */

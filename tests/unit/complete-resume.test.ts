@@ -1,10 +1,9 @@
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { paneTiming } from "../../src/operations/agent-pane.ts";
 import { StaleSweeper } from "../../src/operations/sweep.ts";
 import { createTeam } from "../../src/operations/team.ts";
 import { enforceTimeouts } from "../../src/operations/timeouts.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -55,11 +54,7 @@ interface HistoryResult {
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
 
-beforeAll(() => {
-  paneTiming.settleMs = 0;
-  paneTiming.tuiReadyMs = 0;
-  paneTiming.exitGraceMs = 0;
-});
+beforeAll(instantPanes);
 
 async function setup(options: Record<string, unknown> = {}, teamArgs: Record<string, unknown> = {}) {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, ...options });

@@ -2,11 +2,10 @@ import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:te
 import { readFile } from "node:fs/promises";
 import { pidAlive } from "../../src/edges/process.ts";
 import { childPids, terminateProcess } from "../../src/edges/process-info.ts";
-import { paneTiming } from "../../src/operations/agent-pane.ts";
 import { createTeam } from "../../src/operations/team.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson, writeJson } from "../../src/state/store.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -25,11 +24,7 @@ let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
 let leaderId: string;
 
-beforeAll(() => {
-  paneTiming.settleMs = 0;
-  paneTiming.tuiReadyMs = 0;
-  paneTiming.exitGraceMs = 0;
-});
+beforeAll(instantPanes);
 
 async function setup(options: Record<string, unknown> = {}) {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, shutdownTimeoutMs: 2_000, ...options });

@@ -1,5 +1,4 @@
 import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
-import { paneTiming } from "../../src/operations/agent-pane.ts";
 import { allocateColor, COLOR_PALETTE, releaseColor } from "../../src/operations/color-pool.ts";
 import {
   agentSessionTitle,
@@ -9,17 +8,13 @@ import {
 import { spawnAgent } from "../../src/operations/spawn.ts";
 import { createTeam } from "../../src/operations/team.ts";
 import { substituteSystemValues } from "../e2e/harness/mock-model.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
 let leaderId: string;
 
-beforeAll(() => {
-  paneTiming.settleMs = 0;
-  paneTiming.tuiReadyMs = 0;
-  paneTiming.exitGraceMs = 0;
-});
+beforeAll(instantPanes);
 
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0 });

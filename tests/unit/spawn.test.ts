@@ -1,7 +1,6 @@
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
-import { paneTiming } from "../../src/operations/agent-pane.ts";
 import { COLOR_PALETTE } from "../../src/operations/color-pool.ts";
 import { parseAgentSessionTitle } from "../../src/operations/identity-prompt.ts";
 import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/spawn.ts";
@@ -9,7 +8,7 @@ import { createTeam } from "../../src/operations/team.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson, writeJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -19,11 +18,7 @@ type SpawnResult = SpawnAgentOutput & { success: boolean; error?: string };
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
 
-beforeAll(() => {
-  paneTiming.settleMs = 0;
-  paneTiming.tuiReadyMs = 0;
-  paneTiming.exitGraceMs = 0;
-});
+beforeAll(instantPanes);
 
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0 });
