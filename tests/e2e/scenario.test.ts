@@ -239,6 +239,8 @@ test("npm run demo -- --keep, as a user runs it: the scenario, then everything s
     expect(output).toContain("MODEL: SCRIPTED");
     expect(output).toContain(`tmux -L ${keepSocket} attach -t teams-demo`);
     expect(tmux.serverRunning(keepSocket)).toBe(true);
+    // The session the printed attach command names is there to attach to.
+    expect(tmux.tmux(keepSocket, ["has-session", "-t", "teams-demo"]).code).toBe(0);
     expect(output).toContain("--keep: everything is still running.");
     const kept = (/kill-server; kill ([\d ]+)\n/.exec(output)?.[1] ?? "").trim().split(" ").map(Number);
     expect(kept.length).toBeGreaterThan(0);

@@ -80,6 +80,21 @@ describe("opencode-teams CLI", () => {
     expect((await cli(["frobnicate"])).code).toBe(2);
   });
 
+  test("npx opencode-teams, as the README says to run it in the checkout", async () => {
+    const child = Bun.spawn(
+      ["npx", "--no-install", "opencode-teams", "status", "--json", "--dir", ctx.projectRoot],
+      {
+        cwd: path.join(import.meta.dir, "..", ".."),
+        stdout: "pipe",
+        stderr: "pipe",
+      },
+    );
+    const [stdout, code] = await Promise.all([new Response(child.stdout).text(), child.exited]);
+    expect(code).toBe(0);
+    const report = JSON.parse(stdout) as { agents: { name: string }[] };
+    expect(report.agents.map((a) => a.name)).toContain("builder");
+  }, 30_000);
+
   test("watch redraws the table until it is interrupted", async () => {
     const child = Bun.spawn(
       [process.execPath, CLI, "watch", "alpha", "--interval", "0.5", "--dir", ctx.projectRoot],
