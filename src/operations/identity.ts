@@ -112,6 +112,13 @@ export class SessionIndex {
     return hit ? { teamName: hit.teamName, agentId: hit.agentId } : undefined;
   }
 
+  /** Look again after a rebuild (at most once per `minRebuildMs`): a cached entry can name a record that ended. */
+  async relookup(sessionId: string): Promise<{ teamName: string; agentId: string } | undefined> {
+    if (this.ctx.clock.now() - this.builtAt >= this.minRebuildMs) await this.rebuild();
+    const hit = this.bySession.get(sessionId);
+    return hit ? { teamName: hit.teamName, agentId: hit.agentId } : undefined;
+  }
+
   sessionIds(): string[] {
     return [...this.bySession.keys()];
   }

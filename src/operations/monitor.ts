@@ -260,23 +260,31 @@ export class EventMonitor {
   }
 
   private async process(signal: Signal): Promise<void> {
-    const hit = await this.index.lookup(signal.sessionId);
+    let hit = await this.index.lookup(signal.sessionId);
     if (!hit) return;
     this.stats.agentEvents++;
     if (signal.kind === "busy" || (signal.kind === "activity" && signal.running)) {
       this.serverActivity.set(signal.sessionId, "busy");
     }
     if (signal.kind === "idle") this.serverActivity.set(signal.sessionId, "idle");
-    const key = `${hit.teamName}/${hit.agentId}`;
-    const known = this.tracked.get(key);
-    if (known && !isLive(known.status) && known.status !== "shutting_down") return;
+    let key = `${hit.teamName}/${hit.agentId}`;
+    let known = this.tracked.get(key);
+    if (known && !isLive(known.status) && known.status !== "shutting_down") {
+      // resume-agent hands an ended agent's session to a new record: the session may have a live owner by now.
+      const owner = await this.index.relookup(signal.sessionId);
+      if (!owner || owner.agentId === hit.agentId) return;
+      hit = owner;
+      key = `${hit.teamName}/${hit.agentId}`;
+      known = this.tracked.get(key);
+      if (known && !isLive(known.status) && known.status !== "shutting_down") return;
+    }
     const urgent =
       signal.kind === "error" ||
       signal.kind === "deleted" ||
       !known ||
       known.misses > 0 ||
       (this.desiredStatus(signal, known.status) ?? known.status) !== known.status;
-    if (!urgent && this.ctx.clock.now() - known.lastWriteAt < this.ctx.options.eventCoalesceMs) {
+    if (!urgent && known && this.ctx.clock.now() - known.lastWriteAt < this.ctx.options.eventCoalesceMs) {
       this.stats.coalesced++;
       return;
     }

@@ -410,3 +410,25 @@ describe("monitor: the project server's event stream", () => {
     expect(await monitor.consume(ctx.server, controller.signal)).toBe(false);
   });
 });
+
+describe("a session handed to a resumed agent", () => {
+  test("events for the session reach the new record once the old one has ended", async () => {
+    const old = await addAgent(ctx, "alpha", { name: "w" });
+    await feed(ev.status(old.sessionId, "busy"));
+    await ctx.store.updateAgent("alpha", old.agentId, (s) =>
+      s ? { ...s, status: "terminated", outcome: "interrupted" } : undefined,
+    );
+    // The old record is known terminated to the monitor: its events change nothing there.
+    await feed(ev.idle(old.sessionId));
+    const next = await addAgent(ctx, "alpha", {
+      name: "w",
+      sessionId: old.sessionId,
+      resumes: old.agentId,
+      status: "active",
+    });
+    ctx.clock.advance(10 * S);
+    await feed(ev.idle(old.sessionId));
+    expect((await state(next)).status).toBe("idle");
+    expect((await state(old)).status).toBe("terminated");
+  });
+});
