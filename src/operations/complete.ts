@@ -45,6 +45,12 @@ export async function completeAgent(
   const agent = await readAgentOrFail(ctx, team, input.agentId);
   const caller = await resolveCaller(ctx, team, callerSessionId);
   const byItself = agent.sessionId === callerSessionId && caller?.agentId === agent.agentId;
+  if (agent.status === "terminated" && agent.sessionId === callerSessionId && caller && !byItself) {
+    // A resumed agent may still quote its old id from earlier in its conversation.
+    return fail(
+      `Agent '${agent.name}' (${agent.agentId}) already ended (${agent.outcome ?? "terminated"}); this session now belongs to agent '${caller.agentId}' (resumed): use that agentId`,
+    );
+  }
   if (!byItself && !caller?.isLeader) return fail(`Agent '${input.agentId}' does not belong to this session`);
   if (agent.role === "leader") return fail("The team leader is not a spawned agent and cannot be completed");
   if (agent.status === "terminated") {

@@ -31,11 +31,12 @@ export type ResumeAgentOutput = SpawnAgentOutput & {
 /** Outcomes of a run that was cut short, and so may be resumed. */
 const RESUMABLE_OUTCOMES: ReadonlySet<string> = new Set(["interrupted", "failed", "timeout"]);
 
-function defaultContinuation(agent: AgentState): string {
+function defaultContinuation(agent: AgentState, agentId: string): string {
   return [
     `You are ${agent.name} of team ${agent.teamName}, resumed: your previous run was interrupted (${
       agent.statusReason ?? "it stopped responding"
     }).`,
+    `Your agent id is now ${agentId} (it was ${agent.agentId}): use the new one in every tool call.`,
     "Continue the task you were given where you left off. Check the task board (list-tasks) first: a task you had in " +
       "progress may have gone back to pending; claim it again with update-task before you continue it.",
     "Keep calling heartbeat while you work, and call complete-agent when you are done.",
@@ -111,7 +112,7 @@ export async function resumeAgent(
   }
 
   const sessionReused = await server.api.sessionExists(old.sessionId).catch(() => false);
-  const text = continuation ?? defaultContinuation(old);
+  const text = (agentId: string) => continuation ?? defaultContinuation(old, agentId);
   const launched = await launchAgent(
     ctx,
     {
@@ -125,7 +126,7 @@ export async function resumeAgent(
       ...(old.timeoutMinutes !== undefined ? { timeoutMinutes: old.timeoutMinutes } : {}),
       taskPrompt: old.prompt,
       // A new session knows nothing: it gets its task again, then why it starts over.
-      message: sessionReused ? text : `${old.prompt}\n\n${text}`,
+      message: (agentId) => (sessionReused ? text(agentId) : `${old.prompt}\n\n${text(agentId)}`),
       ...(sessionReused ? { reuseSessionId: old.sessionId } : {}),
       resumes: old.agentId,
     },

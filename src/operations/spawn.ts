@@ -290,8 +290,8 @@ export interface LaunchSpec {
   timeoutMinutes?: number;
   /** The agent's task as AgentState.prompt keeps it (listings, history, a later resume). */
   taskPrompt: string;
-  /** What is sent to the session now. */
-  message: string;
+  /** What is sent to the session now; a function when it names the new agent's id. */
+  message: string | ((agentId: string) => string);
   /** Continue this existing session (resume) instead of creating one; it is never deleted on rollback. */
   reuseSessionId?: string;
   /** The agent this one continues (resume). */
@@ -398,7 +398,8 @@ export async function launchAgent(
     rollback.push("the agent file", () => removeAgentFiles(ctx, team.name, agentId));
 
     steps.progress("prompt", `Delivering the prompt to ${name}`);
-    const delivered = await deliverPrompt(ctx, server.api, sessionId, spec.message, {
+    const promptText = typeof spec.message === "function" ? spec.message(agentId) : spec.message;
+    const delivered = await deliverPrompt(ctx, server.api, sessionId, promptText, {
       // A new session has no messages; a continued one is counted first.
       ...(spec.reuseSessionId ? {} : { messagesBefore: 0 }),
       ...(spec.model.ref ? { model: spec.model.ref } : {}),

@@ -284,6 +284,7 @@ describe("resume-agent", () => {
     const prompts = ctx.server.sessions.get(a.sessionId)?.prompts.map((p) => p.text) ?? [];
     expect(prompts[0]).toBe("Build the parser");
     expect(prompts[1]).toContain("interrupted");
+    expect(prompts[1]).toContain(`Your agent id is now ${result.agentId} (it was ${a.agentId})`);
 
     const h = await history();
     const oldEntry = h.entries.find((e) => e.agent_id === a.agentId);
@@ -302,6 +303,10 @@ describe("resume-agent", () => {
       a.sessionId,
     );
     expect(beat.success).toBe(true);
+    // Quoting its old id (from earlier in its conversation) gets told which id is its own now.
+    expect((await complete({ agentId: a.agentId }, a.sessionId)).error).toContain(
+      `this session now belongs to agent '${result.agentId}' (resumed): use that agentId`,
+    );
     expect((await complete({ agentId: result.agentId }, a.sessionId)).success).toBe(true);
   });
 
