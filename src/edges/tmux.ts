@@ -225,55 +225,26 @@ export class TmuxCli implements TmuxApi {
     for (let attempt = 0; created === undefined; attempt++) {
       const windowId = await this.findWindow(spec.socket, spec.session, spec.window);
       try {
-        if (windowId === null) {
-          newWindow = true;
-          created = await this.command(
-            spec.socket,
-            [
-              "new-session",
-              "-d",
-              "-s",
-              escapeFormat(spec.session),
-              "-n",
-              escapeFormat(spec.window),
-              "-x",
-              String(DETACHED_WIDTH),
-              "-y",
-              String(DETACHED_HEIGHT),
-              "-c",
-              cwd,
-              ...format,
-              "--",
-              ...command,
-            ],
-            env,
-          );
-        } else if (windowId === undefined) {
-          newWindow = true;
-          created = await this.command(
-            spec.socket,
-            [
-              "new-window",
-              "-d",
-              "-t",
-              `=${spec.session}:`,
-              "-n",
-              escapeFormat(spec.window),
-              "-c",
-              cwd,
-              ...format,
-              "--",
-              ...command,
-            ],
-            env,
-          );
-        } else {
-          created = await this.command(
-            spec.socket,
-            ["split-window", "-d", "-t", windowId, "-c", cwd, ...format, "--", ...command],
-            env,
-          );
-        }
+        // A detached session of its own, a window in the user's session, or a split of the team's window.
+        const create =
+          windowId === null
+            ? [
+                "new-session",
+                "-d",
+                "-s",
+                escapeFormat(spec.session),
+                "-n",
+                escapeFormat(spec.window),
+                "-x",
+                String(DETACHED_WIDTH),
+                "-y",
+                String(DETACHED_HEIGHT),
+              ]
+            : windowId === undefined
+              ? ["new-window", "-d", "-t", `=${spec.session}:`, "-n", escapeFormat(spec.window)]
+              : ["split-window", "-d", "-t", windowId];
+        newWindow = windowId === null || windowId === undefined;
+        created = await this.command(spec.socket, [...create, "-c", cwd, ...format, "--", ...command], env);
       } catch (error) {
         // Another process created the session between our look and our create: look again, once.
         if (attempt === 0 && error instanceof TmuxError && /duplicate session/i.test(error.message)) continue;
