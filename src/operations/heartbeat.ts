@@ -82,6 +82,11 @@ export function isLive(status: AgentStatus): boolean {
   return status === "spawning" || status === "active" || status === "idle";
 }
 
+/** The agent's run has not ended: it has a session the server is (or should be) running. */
+export function isRunning(status: AgentStatus): boolean {
+  return isLive(status) || status === "shutting_down";
+}
+
 function statusAfterHeartbeat(current: AgentStatus, requested: HeartbeatInput["status"]): AgentStatus {
   // A kill in progress owns the status; a heartbeat must not pull the agent back out of it.
   if (current === "shutting_down") return current;

@@ -1,14 +1,15 @@
 import { isoNow } from "../clock.ts";
-import type { ModelRef } from "../edges/opencode-api.ts";
 import { assertAgentId, assertTeamName } from "../state/paths.ts";
 import type { AgentState, AgentStatus, TeamConfig } from "../state/schemas.ts";
 import { closeAgentPane } from "./agent-pane.ts";
 import { releaseColor } from "./color-pool.ts";
 import type { TeamsContext } from "./context.ts";
+import { isRunning } from "./heartbeat.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
 import { agentEnded, type EndedStatus } from "./lifecycle.ts";
 import { CallerError, fail, type OpResult } from "./result.ts";
 import { recountActiveSessions } from "./server-sessions.ts";
+import { recordedModel } from "./spawn.ts";
 import { reassignTasksOf } from "./task.ts";
 
 export interface KillAgentInput {
@@ -40,16 +41,9 @@ export interface KillOptions {
 
 /** Statuses in which an agent's model is running turns and can be asked to shut down. */
 const ANSWERING: ReadonlySet<AgentStatus> = new Set(["active", "idle", "shutting_down"]);
-export const RUNNING: ReadonlySet<AgentStatus> = new Set(["spawning", "active", "idle", "shutting_down"]);
 
 function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-function modelRefOf(agent: AgentState): ModelRef | undefined {
-  const slash = agent.model.indexOf("/");
-  if (slash <= 0) return undefined;
-  return { providerID: agent.model.slice(0, slash), modelID: agent.model.slice(slash + 1) };
 }
 
 export function shutdownRequestText(
@@ -121,7 +115,7 @@ async function requestShutdown(
       : undefined,
   );
   try {
-    const model = modelRefOf(agent);
+    const model = recordedModel(agent).ref;
     await server.promptAsync(
       agent.sessionId,
       shutdownRequestText(agent, reason, ctx.options.shutdownTimeoutMs),
@@ -176,7 +170,7 @@ export async function finishAgent(
       await server.abortSession(agent.sessionId).catch((error: unknown) => {
         warnings.push(`Could not abort session ${agent.sessionId}: ${message(error)}`);
       });
-    } else if (RUNNING.has(agent.status)) {
+    } else if (isRunning(agent.status)) {
       warnings.push("The project's OpenCode server is not running; there was no session to abort");
     }
   }
@@ -192,7 +186,7 @@ export async function finishAgent(
     // The latest record: a resume or spawn may have recorded a pane after `agent` was read.
     current = state;
     if (state.status === "terminated") return undefined;
-    wasRunning = RUNNING.has(state.status);
+    wasRunning = isRunning(state.status);
     endedBy = {
       ...state,
       status: "terminated",

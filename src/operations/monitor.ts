@@ -1,7 +1,7 @@
 import type { OpencodeApi } from "../edges/opencode-api.ts";
 import type { AgentState, AgentStatus, HeartbeatSource } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
-import { isLive, nextHeartbeat } from "./heartbeat.ts";
+import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
 import { SessionIndex } from "./identity.ts";
 import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
 
@@ -269,14 +269,14 @@ export class EventMonitor {
     if (signal.kind === "idle") this.serverActivity.set(signal.sessionId, "idle");
     let key = `${hit.teamName}/${hit.agentId}`;
     let known = this.tracked.get(key);
-    if (known && !isLive(known.status) && known.status !== "shutting_down") {
+    if (known && !isRunning(known.status)) {
       // resume-agent hands an ended agent's session to a new record: the session may have a live owner by now.
       const owner = await this.index.relookup(signal.sessionId);
       if (!owner || owner.agentId === hit.agentId) return;
       hit = owner;
       key = `${hit.teamName}/${hit.agentId}`;
       known = this.tracked.get(key);
-      if (known && !isLive(known.status) && known.status !== "shutting_down") return;
+      if (known && !isRunning(known.status)) return;
     }
     const urgent =
       signal.kind === "error" ||
@@ -318,7 +318,7 @@ export class EventMonitor {
           lastWriteAt: now,
         });
       // Events never revive an agent that was declared dead or terminated.
-      if (!isLive(agent.status) && agent.status !== "shutting_down") {
+      if (!isRunning(agent.status)) {
         track(agent);
         return undefined;
       }

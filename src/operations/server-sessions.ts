@@ -1,9 +1,7 @@
-import { type AgentStatus, ServerInfoSchema } from "../state/schemas.ts";
+import { ServerInfoSchema } from "../state/schemas.ts";
 import { updateJson } from "../state/store.ts";
 import type { TeamsContext } from "./context.ts";
-
-/** Statuses whose agent has a session the server is (or should be) running. */
-const RUNNING: ReadonlySet<AgentStatus> = new Set(["spawning", "active", "idle", "shutting_down"]);
+import { isRunning } from "./heartbeat.ts";
 
 /**
  * Set ServerInfo.activeSessions to the number of running agents. Counted from the agent files rather than adjusted by
@@ -18,9 +16,7 @@ export async function recountActiveSessions(ctx: TeamsContext): Promise<number |
       let count = 0;
       for (const teamName of await ctx.store.listTeamNames()) {
         const { items } = await ctx.store.listAgentViews(teamName);
-        count += items.filter(
-          (view) => view.state.role !== "leader" && RUNNING.has(view.state.status),
-        ).length;
+        count += items.filter((view) => view.state.role !== "leader" && isRunning(view.state.status)).length;
       }
       return count === info.activeSessions ? undefined : { ...info, activeSessions: count };
     },

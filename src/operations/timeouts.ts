@@ -1,5 +1,6 @@
 import type { TeamsContext } from "./context.ts";
-import { finishAgent, RUNNING } from "./kill.ts";
+import { isRunning } from "./heartbeat.ts";
+import { finishAgent } from "./kill.ts";
 import { notifyLeader } from "./notify.ts";
 
 function minutes(n: number): string {
@@ -21,7 +22,7 @@ export async function enforceTimeouts(ctx: TeamsContext): Promise<number> {
       .filter(
         (agent) =>
           agent.timeoutMinutes !== undefined &&
-          RUNNING.has(agent.status) &&
+          isRunning(agent.status) &&
           now - Date.parse(agent.createdAt) > agent.timeoutMinutes * 60_000,
       );
     if (overdue.length === 0) continue;
