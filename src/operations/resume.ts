@@ -7,7 +7,7 @@ import { CallerError, fail, type OpResult } from "./result.ts";
 import {
   launchAgent,
   projectServerOrFail,
-  type ResolvedModel,
+  recordedModel,
   type SpawnAgentOutput,
   type SpawnProgress,
   StepClock,
@@ -41,14 +41,6 @@ function defaultContinuation(agent: AgentState, agentId: string): string {
       "progress may have gone back to pending; claim it again with update-task before you continue it.",
     "Keep calling heartbeat while you work, and call complete-agent when you are done.",
   ].join("\n");
-}
-
-function modelOf(agent: AgentState): ResolvedModel {
-  const slash = agent.model.indexOf("/");
-  if (slash <= 0) return { model: agent.model };
-  const providerID = agent.model.slice(0, slash);
-  const modelID = agent.model.slice(slash + 1);
-  return { model: agent.model, providerId: providerID, ref: { providerID, modelID } };
 }
 
 /** Why `agent` cannot be resumed, or undefined when it can. */
@@ -120,7 +112,7 @@ export async function resumeAgent(
       server,
       role: old.role === "reviewer" ? "reviewer" : "worker",
       name: old.name,
-      model: modelOf(old),
+      model: recordedModel(old),
       cwd: old.cwd,
       headless: old.headless,
       ...(old.timeoutMinutes !== undefined ? { timeoutMinutes: old.timeoutMinutes } : {}),

@@ -94,6 +94,14 @@ export function resolveModel(
   return { model: `${providerID}/${modelID}`, providerId: providerID, ref: { providerID, modelID } };
 }
 
+/** The model an agent was spawned with, as AgentState keeps it ("provider/model" with providerId, or "default"). */
+export function recordedModel(agent: Pick<AgentState, "model" | "providerId">): ResolvedModel {
+  const providerID = agent.providerId ?? agent.model.slice(0, Math.max(0, agent.model.indexOf("/")));
+  if (!providerID || !agent.model.startsWith(`${providerID}/`)) return { model: agent.model };
+  const modelID = agent.model.slice(providerID.length + 1);
+  return { model: agent.model, providerId: providerID, ref: { providerID, modelID } };
+}
+
 function validateName(name: string): string {
   const trimmed = name.trim();
   // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point.
