@@ -104,17 +104,16 @@ export class SessionIndex {
 
   /** Team and agent id for a session; a miss rebuilds (at most once per `minRebuildMs`) since another process may have spawned it. */
   async lookup(sessionId: string): Promise<{ teamName: string; agentId: string } | undefined> {
-    let hit = this.bySession.get(sessionId);
-    if (!hit && this.ctx.clock.now() - this.builtAt >= this.minRebuildMs) {
-      await this.rebuild();
-      hit = this.bySession.get(sessionId);
-    }
-    return hit ? { teamName: hit.teamName, agentId: hit.agentId } : undefined;
+    return this.bySession.has(sessionId) ? this.entry(sessionId) : this.relookup(sessionId);
   }
 
   /** Look again after a rebuild (at most once per `minRebuildMs`): a cached entry can name a record that ended. */
   async relookup(sessionId: string): Promise<{ teamName: string; agentId: string } | undefined> {
     if (this.ctx.clock.now() - this.builtAt >= this.minRebuildMs) await this.rebuild();
+    return this.entry(sessionId);
+  }
+
+  private entry(sessionId: string): { teamName: string; agentId: string } | undefined {
     const hit = this.bySession.get(sessionId);
     return hit ? { teamName: hit.teamName, agentId: hit.agentId } : undefined;
   }

@@ -23,6 +23,7 @@ import {
   listDir,
   parseJson,
   quarantine,
+  type ReadResult,
   readJson,
   updateJson,
   writeJson,
@@ -46,6 +47,17 @@ export function effectiveHeartbeatTs(state: AgentState, heartbeat: HeartbeatReco
   return Date.parse(heartbeat.heartbeatTs) > Date.parse(state.heartbeatTs)
     ? heartbeat.heartbeatTs
     : state.heartbeatTs;
+}
+
+/** An agent file's read and its slot's, as one view (or the agent file's failure). */
+function viewOf(state: ReadResult<AgentState>, heartbeat: { record?: HeartbeatRecord; warning?: string }) {
+  if (state.kind !== "ok") return state;
+  const view: AgentView = {
+    state: state.value,
+    heartbeat: heartbeat.record,
+    heartbeatTs: effectiveHeartbeatTs(state.value, heartbeat.record),
+  };
+  return { kind: "ok" as const, value: view, warnings: heartbeat.warning ? [heartbeat.warning] : [] };
 }
 
 /** Typed access to one project's team state. Every method validates names before touching a path. */
@@ -127,18 +139,11 @@ export class TeamStore {
   }
 
   async readAgentView(teamName: string, agentId: string) {
-    // Both at once: listing 1000 agents is 2000 small reads, and waiting for each pair in turn doubles the latency.
     const [state, heartbeat] = await Promise.all([
       this.readAgent(teamName, agentId),
       this.readHeartbeat(teamName, agentId),
     ]);
-    if (state.kind !== "ok") return state;
-    const view: AgentView = {
-      state: state.value,
-      heartbeat: heartbeat.record,
-      heartbeatTs: effectiveHeartbeatTs(state.value, heartbeat.record),
-    };
-    return { kind: "ok" as const, value: view, warnings: heartbeat.warning ? [heartbeat.warning] : [] };
+    return viewOf(state, heartbeat);
   }
 
   /** Every agent of one team; damaged files are moved aside and reported, the rest still listed. */
@@ -156,19 +161,17 @@ export class TeamStore {
         const stateFile = this.paths.agentState(teamName, agentId);
         const slotFile = this.paths.heartbeatSlot(teamName, agentId);
         seen.add(stateFile).add(slotFile);
+        // Both at once: listing 1000 agents is 2000 small reads, and waiting for each pair in turn doubles the latency.
         const [state, heartbeat] = await Promise.all([
           this.listedAgents.get(stateFile, () => this.readAgent(teamName, agentId)),
           this.listedSlots.get(slotFile, () => this.readHeartbeat(teamName, agentId)),
         ]);
-        if (state.kind === "ok") {
-          items.push({
-            state: state.value,
-            heartbeat: heartbeat.record,
-            heartbeatTs: effectiveHeartbeatTs(state.value, heartbeat.record),
-          });
-          if (heartbeat.warning) warnings.push(heartbeat.warning);
-        } else if (state.kind === "corrupt") {
-          warnings.push(`Skipped agent ${agentId}: ${state.warning}. Re-spawn it if it is still needed.`);
+        const read = viewOf(state, heartbeat);
+        if (read.kind === "ok") {
+          items.push(read.value);
+          warnings.push(...read.warnings);
+        } else if (read.kind === "corrupt") {
+          warnings.push(`Skipped agent ${agentId}: ${read.warning}. Re-spawn it if it is still needed.`);
         }
       }),
     );
