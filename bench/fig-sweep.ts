@@ -1,6 +1,6 @@
 import { StaleSweeper } from "../src/operations/sweep.ts";
-import { makeTestContext, type TestContext } from "../tests/helpers/context.ts";
-import { leaderSession, note, recordServerInfo, seedTeam, timed } from "./setup.ts";
+import { makeTestContext, recordServerInfo, type TestContext } from "../tests/helpers/context.ts";
+import { leaderSession, note, seedTeam, timed } from "./setup.ts";
 import { type Figure, figure } from "./stats.ts";
 
 const AGENTS = 1000;

@@ -1,14 +1,8 @@
-import { v4 as uuidv4 } from "uuid";
 import type { TeamsContext } from "../src/operations/context.ts";
 import { createTeam } from "../src/operations/team.ts";
-import {
-  type AgentState,
-  AgentStateSchema,
-  type HeartbeatRecord,
-  ServerInfoSchema,
-  type Task,
-} from "../src/state/schemas.ts";
-import { createJson, writeJson } from "../src/state/store.ts";
+import { type AgentState, AgentStateSchema, type HeartbeatRecord, type Task } from "../src/state/schemas.ts";
+import { createJson } from "../src/state/store.ts";
+import { agentFixture } from "../tests/helpers/agents.ts";
 
 /** The leader's session id in every seeded team: `leader-<team>`. */
 export function leaderSession(teamName: string): string {
@@ -35,28 +29,15 @@ export async function seedTeam(
   const created = await createTeam(ctx, { teamName }, leaderSession(teamName));
   if (!created.success) throw new Error(created.error);
   const now = new Date(ctx.clock.now()).toISOString();
-  const agents: AgentState[] = Array.from({ length: count }, (_, index) => ({
-    version: 1,
-    agentId: uuidv4(),
-    name: `worker-${index + 1}`,
-    teamName,
-    role: "worker",
-    model: "mock/mock-model",
-    status: "active",
-    color: "blue",
-    heartbeatTs: now,
-    heartbeatSource: "spawn",
-    sessionId: `ses_${teamName}_${index + 1}`,
-    cwd: ctx.projectRoot,
-    consecutiveMisses: 0,
-    sessionRotationCount: 0,
-    createdAt: now,
-    updatedAt: now,
-    prompt: "Review the module assigned to you and report what you find.",
-    headless: true,
-    tags: [],
-    ...agent(index, now),
-  }));
+  const agents: AgentState[] = Array.from({ length: count }, (_, index) =>
+    agentFixture(ctx, teamName, {
+      name: `worker-${index + 1}`,
+      heartbeatSource: "spawn",
+      sessionId: `ses_${teamName}_${index + 1}`,
+      prompt: "Review the module assigned to you and report what you find.",
+      ...agent(index, now),
+    }),
+  );
   const { store } = ctx;
   for (let start = 0; start < agents.length; start += 64) {
     await Promise.all(
@@ -101,20 +82,6 @@ export async function seedTeam(
     }));
   }
   return { teamName, leaderId: created.leaderAgentId, agents };
-}
-
-/** A ServerInfo as the server manager records it: the inactive path recounts its activeSessions. */
-export async function recordServerInfo(ctx: TeamsContext, port: number, pid = process.pid): Promise<void> {
-  await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-    version: 1,
-    projectPath: ctx.projectRoot,
-    pid,
-    port,
-    hostname: "127.0.0.1",
-    startedAt: new Date(ctx.clock.now()).toISOString(),
-    activeSessions: 0,
-    logPath: ctx.store.paths.serverLog(ctx.projectRoot),
-  });
 }
 
 /** Milliseconds `fn` takes, by the high-resolution clock. */

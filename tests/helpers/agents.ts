@@ -2,14 +2,14 @@ import { v4 as uuidv4 } from "uuid";
 import type { TeamsContext } from "../../src/operations/context.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 
-/** Register an agent directly in state (as spawn would), for tests of what happens after a spawn. */
-export async function addAgent(
+/** An active, headless worker's state as spawn leaves it, now by the context's clock. */
+export function agentFixture(
   ctx: TeamsContext,
   teamName: string,
   overrides: Partial<AgentState> = {},
-): Promise<AgentState> {
+): AgentState {
   const now = new Date(ctx.clock.now()).toISOString();
-  const agent: AgentState = {
+  return {
     version: 1,
     agentId: uuidv4(),
     name: "worker-1",
@@ -30,6 +30,16 @@ export async function addAgent(
     tags: [],
     ...overrides,
   };
+}
+
+/** Register an agent directly in state (as spawn would), for tests of what happens after a spawn. */
+export async function addAgent(
+  ctx: TeamsContext,
+  teamName: string,
+  overrides: Partial<AgentState> = {},
+): Promise<AgentState> {
+  const agent = agentFixture(ctx, teamName, overrides);
+  const now = new Date(ctx.clock.now()).toISOString();
   await ctx.store.writeAgent(agent);
   await ctx.store.updateTeam(teamName, (team) =>
     team

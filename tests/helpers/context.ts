@@ -7,6 +7,8 @@ import { paneTiming } from "../../src/operations/agent-pane.ts";
 import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
+import { ServerInfoSchema } from "../../src/state/schemas.ts";
+import { writeJson } from "../../src/state/store.ts";
 import { TeamStore } from "../../src/state/team-store.ts";
 import { FakeOpencode, FakeTmux } from "./fakes.ts";
 
@@ -89,4 +91,22 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
 export function parseOutput<T = Record<string, unknown>>(result: unknown): T {
   if (typeof result === "string") return JSON.parse(result) as T;
   return JSON.parse((result as { output: string }).output) as T;
+}
+
+/** Record a project server in ServerInfo, as the server manager would (this process's pid: it is alive). */
+export async function recordServerInfo(
+  ctx: TeamsContext,
+  port: number,
+  options: { pid?: number; activeSessions?: number } = {},
+): Promise<void> {
+  await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
+    version: 1,
+    projectPath: ctx.projectRoot,
+    pid: options.pid ?? process.pid,
+    port,
+    hostname: "127.0.0.1",
+    startedAt: new Date(ctx.clock.now()).toISOString(),
+    activeSessions: options.activeSessions ?? 0,
+    logPath: ctx.store.paths.serverLog(ctx.projectRoot),
+  });
 }

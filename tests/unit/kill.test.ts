@@ -4,8 +4,8 @@ import { pidAlive } from "../../src/edges/process.ts";
 import { childPids, terminateProcess } from "../../src/edges/process-info.ts";
 import { createTeam } from "../../src/operations/team.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { readJson, writeJson } from "../../src/state/store.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { readJson } from "../../src/state/store.ts";
+import { instantPanes, makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -75,16 +75,7 @@ describe("kill-agent force", () => {
   test("aborts, closes the pane, hands back tasks, releases the color, terminates, records interrupted", async () => {
     const a = await spawnOne();
     const taskId = await claimTask(a.sessionId, "t1");
-    await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-      version: 1,
-      projectPath: ctx.projectRoot,
-      pid: process.pid,
-      port: 28001,
-      hostname: "127.0.0.1",
-      startedAt: new Date().toISOString(),
-      activeSessions: 1,
-      logPath: "x",
-    });
+    await recordServerInfo(ctx, 28001, { activeSessions: 1 });
 
     const result = await kill({ agentId: a.agentId, force: true, reason: "no longer needed" });
     expect(result).toMatchObject({

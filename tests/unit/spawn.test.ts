@@ -6,9 +6,9 @@ import { parseAgentSessionTitle } from "../../src/operations/identity-prompt.ts"
 import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/spawn.ts";
 import { createTeam } from "../../src/operations/team.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { readJson, writeJson } from "../../src/state/store.ts";
+import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { instantPanes, makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -239,16 +239,7 @@ describe("spawn-agent: the flow", () => {
 
   test("ServerInfo.activeSessions counts the running agents", async () => {
     const info = ctx.store.paths.serverInfo(ctx.projectRoot);
-    await writeJson(info, ServerInfoSchema, {
-      version: 1,
-      projectPath: ctx.projectRoot,
-      pid: process.pid,
-      port: 28001,
-      hostname: "127.0.0.1",
-      startedAt: new Date().toISOString(),
-      activeSessions: 0,
-      logPath: "x",
-    });
+    await recordServerInfo(ctx, 28001);
     await spawn({});
     await spawn({ headless: true });
     const read = await readJson(info, ServerInfoSchema);
