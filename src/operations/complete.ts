@@ -45,26 +45,26 @@ export async function completeAgent(
   const agent = await readAgentOrFail(ctx, team, input.agentId);
   const caller = await resolveCaller(ctx, team, callerSessionId);
   const byItself = agent.sessionId === callerSessionId && caller?.agentId === agent.agentId;
-  if (agent.status === "terminated" && agent.sessionId === callerSessionId && caller && !byItself) {
+  const ended =
+    agent.status === "terminated"
+      ? `Agent '${agent.name}' (${agent.agentId}) already ended (${agent.outcome ?? "terminated"})`
+      : undefined;
+  if (ended && agent.sessionId === callerSessionId && caller && !byItself) {
     // A resumed agent may still quote its old id from earlier in its conversation.
     return fail(
-      `Agent '${agent.name}' (${agent.agentId}) already ended (${agent.outcome ?? "terminated"}); this session now belongs to agent '${caller.agentId}' (resumed): use that agentId`,
+      `${ended}; this session now belongs to agent '${caller.agentId}' (resumed): use that agentId`,
     );
   }
   if (!byItself && !caller?.isLeader) return fail(`Agent '${input.agentId}' does not belong to this session`);
   if (agent.role === "leader") return fail("The team leader is not a spawned agent and cannot be completed");
-  if (agent.status === "terminated") {
-    return fail(`Agent '${agent.name}' (${agent.agentId}) already ended (${agent.outcome ?? "terminated"})`);
-  }
+  if (ended) return fail(ended);
   if (agent.status === "inactive") {
     return fail(
       `Agent '${agent.name}' (${agent.agentId}) is inactive and was recorded as interrupted; resume it with resume-agent, or kill it`,
     );
   }
 
-  const reason = `${input.status === "completed" ? "completed" : "failed"}${byItself ? "" : " (reported by the leader)"}${
-    summary ? `: ${summary}` : ""
-  }`;
+  const reason = `${input.status}${byItself ? "" : " (reported by the leader)"}${summary ? `: ${summary}` : ""}`;
   const finished = await finishAgent(ctx, agent, {
     reason,
     outcome: input.status,
