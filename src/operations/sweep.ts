@@ -1,7 +1,5 @@
 import type { OpencodeApi, SessionActivity } from "../edges/opencode-api.ts";
-import { isAgentId } from "../state/paths.ts";
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
-import { listDir } from "../state/store.ts";
 import { type AgentView, effectiveHeartbeatTs } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 import { isLive, nextHeartbeat } from "./heartbeat.ts";
@@ -190,10 +188,7 @@ export class StaleSweeper {
     report.teams++;
     const now = ctx.clock.now();
     const threshold = ctx.options.staleThresholdMs;
-    const ids = (await listDir(ctx.store.paths.agentsDir(teamName)))
-      .filter((file) => file.endsWith(".json"))
-      .map((file) => file.slice(0, -".json".length))
-      .filter(isAgentId);
+    const ids = await ctx.store.listAgentIds(teamName);
     const paneGone = await this.panesGone(teamName, ids, livePanes);
     for (const agentId of paneGone) this.skipUntil.delete(`${teamName}/${agentId}`);
     const due: string[] = [];

@@ -146,13 +146,17 @@ export class TeamStore {
     return viewOf(state, heartbeat);
   }
 
-  /** Every agent of one team; damaged files are moved aside and reported, the rest still listed. */
-  async listAgentViews(teamName: string): Promise<Listed<AgentView>> {
-    const dir = this.paths.agentsDir(teamName);
-    const ids = (await listDir(dir))
+  /** Ids of the team's agent files (a directory listing; nothing is read). */
+  async listAgentIds(teamName: string): Promise<string[]> {
+    return (await listDir(this.paths.agentsDir(teamName)))
       .filter((file) => file.endsWith(".json"))
       .map((file) => file.slice(0, -".json".length))
       .filter(isAgentId);
+  }
+
+  /** Every agent of one team; damaged files are moved aside and reported, the rest still listed. */
+  async listAgentViews(teamName: string): Promise<Listed<AgentView>> {
+    const ids = await this.listAgentIds(teamName);
     const warnings: string[] = [];
     const items: AgentView[] = [];
     const seen = new Set<string>();
