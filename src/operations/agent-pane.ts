@@ -120,6 +120,11 @@ export interface PaneOwner {
   tmux?: TmuxPlacement;
 }
 
+/** The pane just opened for `sessionId`, as closeAgentPane takes it. */
+export function paneOwner(sessionId: string, pane: AgentPane): PaneOwner {
+  return { sessionId, paneId: pane.paneId, attachPid: pane.attachPid, tmux: pane.placement };
+}
+
 /** Whether a pid still runs the `opencode attach` we started for this session (a reused pid belongs to someone else). */
 async function isOurAttach(pid: number, sessionId: string): Promise<boolean> {
   const argv = await processCommandLine(pid);

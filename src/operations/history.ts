@@ -38,18 +38,14 @@ export function enforceMaxEntries(entries: HistoryEntry[], maxEntries: number): 
   return kept;
 }
 
+/** How a recorded outcome reads in the history (a confirmed graceful kill completed its run). */
+export function outcomeStatus(outcome: AgentState["outcome"]): EndedHistoryStatus | undefined {
+  return outcome === "killed" ? "completed" : outcome;
+}
+
 function historyStatusOf(agent: AgentState): HistoryStatus {
-  switch (agent.outcome) {
-    case "completed":
-    case "failed":
-    case "timeout":
-    case "interrupted":
-      return agent.outcome;
-    case "killed":
-      return "completed";
-    default:
-      break;
-  }
+  const ended = outcomeStatus(agent.outcome);
+  if (ended) return ended;
   if (agent.status === "inactive") return "interrupted";
   if (agent.status === "terminated") return "completed";
   return "spawned";

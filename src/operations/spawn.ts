@@ -12,13 +12,15 @@ import {
   closeAgentPane,
   confirmPaneStarted,
   openAgentPane,
+  paneOwner,
   paneTiming,
 } from "./agent-pane.ts";
 import { allocateColor, releaseColor } from "./color-pool.ts";
 import type { TeamsContext } from "./context.ts";
+import { outcomeStatus } from "./history.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
 import { agentSessionTitle } from "./identity-prompt.ts";
-import { agentEnded, agentSpawned, type EndedStatus } from "./lifecycle.ts";
+import { agentEnded, agentSpawned } from "./lifecycle.ts";
 import { CallerError, type Failure, fail, type OpResult } from "./result.ts";
 import { recountActiveSessions } from "./server-sessions.ts";
 
@@ -366,14 +368,7 @@ export async function launchAgent(
         throw new StepFailure(`Failed to create tmux pane: ${message(error)}`);
       }
       pane = opened;
-      rollback.push("the pane", () =>
-        closeAgentPane(ctx, {
-          sessionId,
-          paneId: opened.paneId,
-          attachPid: opened.attachPid,
-          tmux: opened.placement,
-        }),
-      );
+      rollback.push("the pane", () => closeAgentPane(ctx, paneOwner(sessionId, opened)));
       return opened;
     };
 
@@ -435,18 +430,7 @@ export async function launchAgent(
     const status: SpawnAgentOutput["status"] = registered.status === "spawning" ? "spawning" : "active";
     if (registered.status === "terminated" && launchedPane && !team.keepPanes) {
       // It finished (complete-agent) before its pane was recorded, so nothing closed the pane: close it here.
-      warnings.push(
-        ...(await closeAgentPane(
-          ctx,
-          {
-            sessionId,
-            paneId: launchedPane.paneId,
-            attachPid: launchedPane.attachPid,
-            tmux: launchedPane.placement,
-          },
-          { interrupt: false },
-        )),
-      );
+      warnings.push(...(await closeAgentPane(ctx, paneOwner(sessionId, launchedPane), { interrupt: false })));
     }
 
     steps.mark("pane-check");
@@ -467,7 +451,7 @@ export async function launchAgent(
     if (registered.status === "terminated") {
       // It ended before its run was in the history, so that end found nothing to close: record it now.
       warnings.push(
-        ...(await agentEnded(ctx, registered, endedStatusOf(registered), {
+        ...(await agentEnded(ctx, registered, outcomeStatus(registered.outcome) ?? "completed", {
           reason: registered.statusReason ?? "ended while it was being spawned",
         })),
       );
@@ -600,15 +584,4 @@ async function recordLaunch(
   });
   if (!written) throw new Error(`the agent file of ${agentId} was not written`);
   return written;
-}
-
-function endedStatusOf(agent: AgentState): EndedStatus {
-  switch (agent.outcome) {
-    case "failed":
-    case "timeout":
-    case "interrupted":
-      return agent.outcome;
-    default:
-      return "completed";
-  }
 }
