@@ -5,7 +5,9 @@ import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
 import { startLiveness } from "../src/operations/background.ts";
 import { parseOptions } from "../src/options.ts";
 import { buildContext } from "../src/plugin.ts";
+import { StoragePaths } from "../src/state/paths.ts";
 import { type ServerInfo, ServerInfoSchema } from "../src/state/schemas.ts";
+import { TeamStore } from "../src/state/team-store.ts";
 import {
   type MockModel,
   OPENCODE_BIN,
@@ -57,13 +59,13 @@ function serverInfo(projectDir: string): ServerInfo | undefined {
   }
 }
 
-function agentStatus(projectDir: string, team: string, agentId: string): string | undefined {
-  try {
-    const file = path.join(projectDir, TEAMS_DIR, "teams", team, "agents", `${agentId}.json`);
-    return (JSON.parse(readFileSync(file, "utf8")) as { status?: string }).status;
-  } catch {
-    return undefined;
-  }
+/** The agent's status as the store reads it (its file, or the agent journal's entry a sweep wrote over it). */
+async function agentStatus(projectDir: string, team: string, agentId: string): Promise<string | undefined> {
+  const read = await new TeamStore(new StoragePaths(path.join(projectDir, TEAMS_DIR))).readAgent(
+    team,
+    agentId,
+  );
+  return read.kind === "ok" ? read.value.status : undefined;
 }
 
 /**
@@ -150,11 +152,14 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
             { method: "DELETE", signal: AbortSignal.timeout(10_000) },
           );
           if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
-          await waitFor(() => agentStatus(main.projectDir, "bench", agent.agentId) === "inactive", {
-            timeoutMs: 30_000,
-            intervalMs: 10,
-            message: "the deleted agent to become inactive",
-          });
+          await waitFor(
+            async () => (await agentStatus(main.projectDir, "bench", agent.agentId)) === "inactive",
+            {
+              timeoutMs: 30_000,
+              intervalMs: 10,
+              message: "the deleted agent to become inactive",
+            },
+          );
           deleted.push((performance.now() - started) / 1000);
         }
       } finally {

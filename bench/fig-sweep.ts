@@ -40,6 +40,8 @@ export async function benchSweep(quick: boolean): Promise<Figure[]> {
 
   const inactiveRuns = quick ? 2 : 5;
   const inactive: number[] = [];
+  const folding: number[] = [];
+  let folded = 0;
   for (let run = 0; run < inactiveRuns; run++) {
     // Silent for 80 s with one miss counted a sweep ago: this sweep counts the second and gives all of them up.
     const ctx = await project((c) => () => {
@@ -63,6 +65,12 @@ export async function benchSweep(quick: boolean): Promise<Figure[]> {
       const pending =
         board.kind === "ok" ? board.value.tasks.filter((t) => t.status === "pending").length : 0;
       if (pending !== AGENTS) throw new Error(`expected ${AGENTS} tasks back to pending, got ${pending}`);
+      // The transitions went to the agent journal in one write; each later sweep folds a share into the agent files.
+      ctx.clock.advance(15_000);
+      const next = await sweeper.sweep();
+      if (next.folded === 0) throw new Error("the next sweep folded nothing");
+      folding.push(next.durationMs);
+      folded = next.folded;
     } finally {
       await ctx.cleanup();
     }
@@ -77,9 +85,18 @@ export async function benchSweep(quick: boolean): Promise<Figure[]> {
       text: "< 50 ms",
       ok: (m) => m < 50,
     }),
-    figure("3c", "sweep: 1000 agents go inactive at once", "ms", inactive, {
-      text: "< 1000 ms",
-      ok: (m) => m < 1000,
-    }),
+    figure(
+      "3c",
+      "sweep: 1000 agents go inactive at once (one agent-journal write; tasks, notice, history batched)",
+      "ms",
+      inactive,
+      { text: "< 1000 ms", ok: (m) => m < 1000 },
+    ),
+    figure(
+      "3d",
+      `each of the sweeps after 3c: folds ${folded} journal entries into agent files`,
+      "ms",
+      folding,
+    ),
   ];
 }

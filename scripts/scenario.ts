@@ -27,7 +27,6 @@ import {
   type AgentHistory,
   AgentHistorySchema,
   type AgentState,
-  AgentStateSchema,
   type InboxMessage,
   type ServerInfo,
   ServerInfoSchema,
@@ -255,14 +254,15 @@ const doneGate = (name: string): string => `${name}-done`;
 // ---------------------------------------------------------------------------------------------------------------
 // Reading state
 
-async function readOk<T>(file: string, read: (file: string) => Promise<{ kind: string; value?: T }>) {
-  const result = await read(file);
-  if (result.kind !== "ok" || result.value === undefined) throw new Error(`${file}: ${result.kind}`);
+async function readOk<T>(what: string, read: (what: string) => Promise<{ kind: string; value?: T }>) {
+  const result = await read(what);
+  if (result.kind !== "ok" || result.value === undefined) throw new Error(`${what}: ${result.kind}`);
   return result.value;
 }
 
+/** The agent as the store reads it: its file, or the agent journal's entry a sweep wrote over it. */
 function readAgentFile(env: ScenarioEnv, agentId: string): Promise<AgentState> {
-  return readOk(env.ctx.store.paths.agentState(TEAM, agentId), (f) => readJson(f, AgentStateSchema));
+  return readOk(agentId, (id) => env.ctx.store.readAgent(TEAM, id));
 }
 
 function readTasksFile(env: ScenarioEnv): Promise<TaskBoard> {

@@ -1,6 +1,7 @@
 import type { OpencodeApi, SessionActivity } from "../edges/opencode-api.ts";
+import { mapLimit } from "../map-limit.ts";
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
-import { type AgentView, effectiveHeartbeatTs } from "../state/team-store.ts";
+import { type AgentView, type BatchChange, effectiveHeartbeatTs } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 import { isLive, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactive } from "./inactive.ts";
@@ -22,12 +23,18 @@ export interface SweepReport {
   /** Agents whose miss count went back to 0 after a fresh heartbeat. */
   reset: number;
   inactive: InactiveAgent[];
+  /** Agent journal entries written into their agent files (or dropped as obsolete). */
+  folded: number;
   /** Leader notices delivered by the retry pass. */
   delivered: number;
   /** undefined: nothing needed asking the server this time. */
   serverReachable: boolean | undefined;
   durationMs: number;
 }
+
+type SweepOutcome =
+  | { kind: "none" | "miss" | "refreshed" | "reset" }
+  | { kind: "inactive"; death: Omit<InactiveAgent, "tasks"> };
 
 type Verdict =
   | { kind: "dead"; cause: InactiveCause; reason: string }
@@ -41,25 +48,8 @@ interface ServerFacts {
 }
 
 const CHECK_CONCURRENCY = 16;
-const WRITE_CONCURRENCY = 32;
-
-/** Run `fn` over `items` with at most `limit` in flight. */
-export async function mapLimit<T, R>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const results: R[] = new Array(items.length);
-  let next = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const index = next++;
-      results[index] = await fn(items[index] as T);
-    }
-  });
-  await Promise.all(workers);
-  return results;
-}
+/** Journal entries written into agent files per sweep: ~1.5 ms each on this disk, so a sweep stays short. */
+const FOLD_PER_SWEEP = 100;
 
 function seconds(ms: number): number {
   return Math.round(ms / 1000);
@@ -116,6 +106,7 @@ export class StaleSweeper {
       refreshed: 0,
       reset: 0,
       inactive: [],
+      folded: 0,
       delivered: 0,
       serverReachable: undefined,
       durationMs: 0,
@@ -147,13 +138,14 @@ export class StaleSweeper {
     }
     if (facts) report.serverReachable = (await facts).statuses !== undefined;
     report.durationMs = performance.now() - started;
-    if (report.misses + report.inactive.length + report.refreshed + report.delivered > 0) {
+    if (report.misses + report.inactive.length + report.refreshed + report.delivered + report.folded > 0) {
       ctx.log("debug", "stale sweep", {
         checked: report.checked,
         stale: report.stale,
         misses: report.misses,
         refreshed: report.refreshed,
         inactive: report.inactive.length,
+        folded: report.folded,
         delivered: report.delivered,
         durationMs: Math.round(report.durationMs),
       });
@@ -186,6 +178,17 @@ export class StaleSweeper {
     if (read.kind !== "ok") return;
     const team = read.value;
     report.teams++;
+    // Between sweeps that change many agents at once, the journal drains into the agent files a share at a time.
+    report.folded += await ctx.store.foldAgentJournal(teamName, FOLD_PER_SWEEP).catch((error: unknown) => {
+      ctx.log(
+        "warn",
+        `stale sweep: folding the agent journal of team ${teamName} failed; the next sweep retries`,
+        {
+          error: error instanceof Error ? error.message : String(error),
+        },
+      );
+      return 0;
+    });
     const now = ctx.clock.now();
     const threshold = ctx.options.staleThresholdMs;
     const ids = await ctx.store.listAgentIds(teamName);
@@ -198,7 +201,7 @@ export class StaleSweeper {
       else if (until !== Number.POSITIVE_INFINITY) report.checked++;
     }
     report.read += due.length;
-    const reads = await Promise.all(due.map((agentId) => ctx.store.readAgentView(teamName, agentId)));
+    const reads = await ctx.store.readAgentViews(teamName, due);
     const stale: AgentView[] = [];
     const toReset: AgentView[] = [];
     for (const [index, result] of reads.entries()) {
@@ -239,12 +242,16 @@ export class StaleSweeper {
       ...stale.map((view, index) => ({ view, verdict: verdicts[index] })),
       ...toReset.map((view) => ({ view, verdict: undefined })),
     ];
-    await mapLimit(work, WRITE_CONCURRENCY, async ({ view, verdict }) => {
-      const outcome = await this.apply(team, view.state.agentId, verdict, now, facts);
+    const verdictOf = new Map(work.map(({ view, verdict }) => [view.state.agentId, verdict]));
+    const outcomes = await ctx.store.updateAgents(team.name, [...verdictOf.keys()], (agentId, current) =>
+      this.decide(team, agentId, current, verdictOf.get(agentId), now, facts),
+    );
+    for (const outcome of outcomes) {
       switch (outcome.kind) {
         case "inactive":
           deaths.push(outcome.death);
-          if (facts.statuses?.[view.state.sessionId] !== undefined) abortable.push(view.state.sessionId);
+          if (facts.statuses?.[outcome.death.agent.sessionId] !== undefined)
+            abortable.push(outcome.death.agent.sessionId);
           break;
         case "miss":
           report.misses++;
@@ -258,7 +265,7 @@ export class StaleSweeper {
         default:
           break;
       }
-    });
+    }
 
     if (deaths.length > 0) {
       report.inactive.push(...(await handOverInactive(ctx, team, deaths)));
@@ -319,88 +326,86 @@ export class StaleSweeper {
     return { kind: "miss", cause: "stale" };
   }
 
-  /** Re-check under the agent's lock (a heartbeat or another sweeper may have come first), then write. */
-  private apply(
+  /**
+   * Re-check with the agent's lock held (a heartbeat or another sweeper may have come first) and say what to write.
+   * The agent's new state goes into the batch; the heartbeat slot of a busy agent is written here, in place.
+   */
+  private async decide(
     team: TeamConfig,
     agentId: string,
+    agent: AgentState | undefined,
     verdict: Verdict | undefined,
     now: number,
     facts: ServerFacts,
-  ): Promise<
-    | { kind: "none" | "miss" | "refreshed" | "reset" }
-    | { kind: "inactive"; death: Omit<InactiveAgent, "tasks"> }
-  > {
+  ): Promise<BatchChange<SweepOutcome>> {
     const { ctx } = this;
     const { store } = ctx;
     const { staleThresholdMs, sweepIntervalMs, graceMisses } = ctx.options;
-    return store.withAgentLock(team.name, agentId, async () => {
-      const [read, slot] = await Promise.all([
-        store.readAgent(team.name, agentId),
-        store.readHeartbeat(team.name, agentId),
-      ]);
-      if (read.kind !== "ok" || !isSweptMember(team, read.value)) return { kind: "none" };
-      const agent = read.value;
-      const nowIso = new Date(now).toISOString();
-      const heartbeatTs = effectiveHeartbeatTs(agent, slot.record);
-      const fresh = now - Date.parse(heartbeatTs) <= staleThresholdMs;
-      const resetMisses = (): Promise<void> =>
-        store.writeAgent({ ...agent, consecutiveMisses: 0, lastMissAt: undefined, updatedAt: nowIso });
+    if (!agent || !isSweptMember(team, agent)) return { result: { kind: "none" } };
+    const slot = await store.readHeartbeat(team.name, agentId);
+    const nowIso = new Date(now).toISOString();
+    const heartbeatTs = effectiveHeartbeatTs(agent, slot.record);
+    const fresh = now - Date.parse(heartbeatTs) <= staleThresholdMs;
+    const withMissesReset: AgentState = {
+      ...agent,
+      consecutiveMisses: 0,
+      lastMissAt: undefined,
+      updatedAt: nowIso,
+    };
 
-      // Dead is a fact (pane or session gone), not a matter of heartbeat age: a session still running on the server
-      // can keep heartbeating after the user closed its pane.
-      if (verdict?.kind === "dead") {
-        const next = markedInactive(agent, verdict.reason, nowIso);
-        await store.writeAgent(next);
-        return { kind: "inactive", death: { agent: next, cause: verdict.cause, reason: verdict.reason } };
-      }
-      if (fresh || verdict === undefined) {
-        if (!fresh || agent.consecutiveMisses === 0) return { kind: "none" };
-        await resetMisses();
-        return { kind: "reset" };
-      }
-      if (verdict.kind === "busy") {
-        await store.writeHeartbeat(
-          team.name,
-          agentId,
-          nextHeartbeat(slot.record, nowIso, "sweep_busy_check", { event: false }),
-        );
-        if (agent.consecutiveMisses > 0) await resetMisses();
-        return { kind: "refreshed" };
-      }
-      // Another sweeper counted this interval's miss already. The 10% slack absorbs timer jitter.
-      if (agent.lastMissAt && now - Date.parse(agent.lastMissAt) < sweepIntervalMs * 0.9)
-        return { kind: "none" };
-      // Misses are consecutive only when no heartbeat came in since the last one was counted.
-      const consecutive =
-        agent.lastMissAt && Date.parse(heartbeatTs) <= Date.parse(agent.lastMissAt)
-          ? agent.consecutiveMisses + 1
-          : 1;
-      if (consecutive < graceMisses) {
-        await store.writeAgent({
-          ...agent,
-          consecutiveMisses: consecutive,
-          lastMissAt: nowIso,
-          updatedAt: nowIso,
-        });
-        return { kind: "miss" };
-      }
-      const quiet = seconds(now - Date.parse(heartbeatTs));
-      let reason =
-        verdict.cause === "busy_cap"
-          ? `its session has reported busy with no activity for ${verdict.busyForS ?? quiet} s (cap ${seconds(ctx.options.busyCapMs)} s)`
-          : `no heartbeat for ${quiet} s (${consecutive} missed sweeps)`;
-      if (verdict.cause === "stale" && !facts.statuses) {
-        reason += facts.server
-          ? "; the project's OpenCode server did not answer"
-          : "; the project's OpenCode server is not running";
-      }
-      const next = markedInactive(
-        { ...agent, consecutiveMisses: consecutive, lastMissAt: nowIso },
-        reason,
-        nowIso,
+    // Dead is a fact (pane or session gone), not a matter of heartbeat age: a session still running on the server
+    // can keep heartbeating after the user closed its pane.
+    if (verdict?.kind === "dead") {
+      const next = markedInactive(agent, verdict.reason, nowIso);
+      return {
+        next,
+        result: { kind: "inactive", death: { agent: next, cause: verdict.cause, reason: verdict.reason } },
+      };
+    }
+    if (fresh || verdict === undefined) {
+      if (!fresh || agent.consecutiveMisses === 0) return { result: { kind: "none" } };
+      return { next: withMissesReset, result: { kind: "reset" } };
+    }
+    if (verdict.kind === "busy") {
+      await store.writeHeartbeat(
+        team.name,
+        agentId,
+        nextHeartbeat(slot.record, nowIso, "sweep_busy_check", { event: false }),
       );
-      await store.writeAgent(next);
-      return { kind: "inactive", death: { agent: next, cause: verdict.cause, reason } };
-    });
+      return {
+        ...(agent.consecutiveMisses > 0 ? { next: withMissesReset } : {}),
+        result: { kind: "refreshed" },
+      };
+    }
+    // Another sweeper counted this interval's miss already. The 10% slack absorbs timer jitter.
+    if (agent.lastMissAt && now - Date.parse(agent.lastMissAt) < sweepIntervalMs * 0.9)
+      return { result: { kind: "none" } };
+    // Misses are consecutive only when no heartbeat came in since the last one was counted.
+    const consecutive =
+      agent.lastMissAt && Date.parse(heartbeatTs) <= Date.parse(agent.lastMissAt)
+        ? agent.consecutiveMisses + 1
+        : 1;
+    if (consecutive < graceMisses) {
+      return {
+        next: { ...agent, consecutiveMisses: consecutive, lastMissAt: nowIso, updatedAt: nowIso },
+        result: { kind: "miss" },
+      };
+    }
+    const quiet = seconds(now - Date.parse(heartbeatTs));
+    let reason =
+      verdict.cause === "busy_cap"
+        ? `its session has reported busy with no activity for ${verdict.busyForS ?? quiet} s (cap ${seconds(ctx.options.busyCapMs)} s)`
+        : `no heartbeat for ${quiet} s (${consecutive} missed sweeps)`;
+    if (verdict.cause === "stale" && !facts.statuses) {
+      reason += facts.server
+        ? "; the project's OpenCode server did not answer"
+        : "; the project's OpenCode server is not running";
+    }
+    const next = markedInactive(
+      { ...agent, consecutiveMisses: consecutive, lastMissAt: nowIso },
+      reason,
+      nowIso,
+    );
+    return { next, result: { kind: "inactive", death: { agent: next, cause: verdict.cause, reason } } };
   }
 }

@@ -78,6 +78,10 @@ export class StoragePaths {
     assertAgentId(agentId);
     return path.join(this.agentsDir(teamName), `${agentId}.hb`);
   }
+  /** Agent states a sweep changed together, not yet folded into the agent files. */
+  agentJournal(teamName: string): string {
+    return path.join(this.teamDir(teamName), "agent-journal.json");
+  }
   tasks(teamName: string): string {
     return path.join(this.teamDir(teamName), "tasks.json");
   }

@@ -1,11 +1,15 @@
-import { readFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { readFile, unlink } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
+import { mapLimit } from "../map-limit.ts";
 import { readSlot, writeSlot } from "./heartbeat-slot.ts";
 import type { LockTiming } from "./lock.ts";
-import { withFileLock } from "./lock.ts";
+import { isLocked, waitUntilUnlocked, withFileLock } from "./lock.ts";
 import { isAgentId, type StoragePaths } from "./paths.ts";
 import {
+  type AgentJournal,
+  AgentJournalSchema,
   type AgentState,
   AgentStateSchema,
   type HeartbeatRecord,
@@ -25,6 +29,7 @@ import {
   quarantine,
   type ReadResult,
   readJson,
+  type UpdateOutcome,
   updateJson,
   writeJson,
 } from "./store.ts";
@@ -49,6 +54,36 @@ export function effectiveHeartbeatTs(state: AgentState, heartbeat: HeartbeatReco
     : state.heartbeatTs;
 }
 
+const EMPTY_JOURNAL: AgentJournal = { version: 1, entries: {} };
+/** Agent files read or written at once by a batch: enough to overlap the disk's latency, few enough for its queue. */
+const BATCH_IO_CONCURRENCY = 32;
+
+const fingerprints = new WeakMap<AgentState, string>();
+
+/** Identifies one version of an agent file (as parsed): a journal entry holds only over the version it was made from. */
+function fingerprint(state: AgentState): string {
+  let known = fingerprints.get(state);
+  if (known === undefined) {
+    known = createHash("sha1").update(JSON.stringify(state)).digest("hex");
+    fingerprints.set(state, known);
+  }
+  return known;
+}
+
+/** The agent as its file says, or as the journal says when the journal's entry was made from this very file. */
+function throughJournal(read: ReadResult<AgentState>, journal: AgentJournal, agentId: string) {
+  if (read.kind !== "ok") return read;
+  const entry = journal.entries[agentId];
+  if (!entry || entry.base !== fingerprint(read.value)) return read;
+  return { kind: "ok" as const, value: entry.state };
+}
+
+/** One agent's part in a batch: its new state (none: unchanged) and what the caller wants to know about it. */
+export interface BatchChange<R> {
+  next?: AgentState;
+  result: R;
+}
+
 /** An agent file's read and its slot's, as one view (or the agent file's failure). */
 function viewOf(state: ReadResult<AgentState>, heartbeat: { record?: HeartbeatRecord; warning?: string }) {
   if (state.kind !== "ok") return state;
@@ -63,8 +98,9 @@ function viewOf(state: ReadResult<AgentState>, heartbeat: { record?: HeartbeatRe
 /** Typed access to one project's team state. Every method validates names before touching a path. */
 export class TeamStore {
   /** Listings only: single reads (under a lock, before a write) always go to the file. */
-  private readonly listedAgents = new StatCache<Awaited<ReturnType<TeamStore["readAgent"]>>>();
+  private readonly listedAgents = new StatCache<ReadResult<AgentState>>();
   private readonly listedSlots = new StatCache<Awaited<ReturnType<TeamStore["readHeartbeat"]>>>();
+  private readonly journals = new StatCache<AgentJournal>();
 
   constructor(
     readonly paths: StoragePaths,
@@ -103,25 +139,150 @@ export class TeamStore {
 
   // Agents
 
-  readAgent(teamName: string, agentId: string) {
+  /** The agent file alone, as on disk (journal entries not applied). */
+  private readAgentFile(teamName: string, agentId: string) {
     return readJson(this.paths.agentState(teamName, agentId), AgentStateSchema);
+  }
+
+  /**
+   * The team's agent journal. Cached by stat: it is only ever replaced whole (a new inode) and the cache trusts no
+   * file younger than its settle time, so a stat check is enough even for reads under a lock. A damaged journal is
+   * moved aside and read as empty: the sweep finds the agents it held stale again.
+   */
+  private readJournal(teamName: string): Promise<AgentJournal> {
+    return this.journals.get(this.paths.agentJournal(teamName), () => this.readJournalFile(teamName));
+  }
+
+  private async readJournalFile(teamName: string): Promise<AgentJournal> {
+    const read = await readJson(this.paths.agentJournal(teamName), AgentJournalSchema);
+    return read.kind === "ok" ? read.value : EMPTY_JOURNAL;
+  }
+
+  async readAgent(teamName: string, agentId: string): Promise<ReadResult<AgentState>> {
+    const [read, journal] = await Promise.all([
+      this.readAgentFile(teamName, agentId),
+      this.readJournal(teamName),
+    ]);
+    return throughJournal(read, journal, agentId);
   }
 
   async writeAgent(state: AgentState): Promise<void> {
     await writeJson(this.paths.agentState(state.teamName, state.agentId), AgentStateSchema, state);
   }
 
-  /** Run `fn` holding the agent's lock: per-agent locks keep heartbeats of different agents from contending. */
+  /**
+   * Run `fn` holding the agent's lock: per-agent locks keep heartbeats of different agents from contending. While a
+   * batch holds the team's agent journal, it stands for the locks of all the team's agents: the agent lock waits.
+   */
   withAgentLock<T>(teamName: string, agentId: string, fn: () => Promise<T>): Promise<T> {
-    return withFileLock(this.paths.agentState(teamName, agentId), fn, this.lockTiming);
+    const journal = this.paths.agentJournal(teamName);
+    return withFileLock(
+      this.paths.agentState(teamName, agentId),
+      fn,
+      this.lockTiming,
+      async () => !(await isLocked(journal, this.lockTiming)),
+    );
   }
 
+  /**
+   * Read-modify-write of one agent under its lock. `fn` sees the current state (undefined when missing or damaged)
+   * and returns the new one, or undefined to leave it as it is.
+   */
   updateAgent(
     teamName: string,
     agentId: string,
     fn: (current: AgentState | undefined) => AgentState | undefined,
-  ) {
-    return updateJson(this.paths.agentState(teamName, agentId), AgentStateSchema, fn, this.lockTiming);
+  ): Promise<UpdateOutcome<AgentState>> {
+    return this.withAgentLock(teamName, agentId, async () => {
+      const read = await this.readAgent(teamName, agentId);
+      const current = read.kind === "ok" ? read.value : undefined;
+      const warnings = read.kind === "corrupt" ? [read.warning] : [];
+      const next = fn(current);
+      if (next === undefined) return { value: current, warnings };
+      await this.writeAgent(next);
+      return { value: next, warnings };
+    });
+  }
+
+  /**
+   * Change many agents of one team in one durable write: `decide` runs for each agent while no one else holds its
+   * lock, and the new states go to the team's agent journal together, so a thousand transitions cost one fsync'd
+   * file instead of a thousand (a replaced file costs ~1.5 ms here). Readers see them at once through the journal; a
+   * later `foldAgentJournal` writes them into the agent files. Results are in the order of `agentIds`.
+   */
+  updateAgents<R>(
+    teamName: string,
+    agentIds: readonly string[],
+    decide: (agentId: string, current: AgentState | undefined) => Promise<BatchChange<R>>,
+  ): Promise<R[]> {
+    if (agentIds.length === 0) return Promise.resolve([]);
+    return this.withJournalLock(teamName, agentIds, async (journal) => {
+      const changed: AgentJournal["entries"] = {};
+      const results = await mapLimit(agentIds, BATCH_IO_CONCURRENCY, async (agentId) => {
+        const read = await this.readAgentFile(teamName, agentId);
+        const current = throughJournal(read, journal, agentId);
+        const change = await decide(agentId, current.kind === "ok" ? current.value : undefined);
+        if (change.next && read.kind === "ok")
+          changed[agentId] = { base: fingerprint(read.value), state: change.next };
+        return change.result;
+      });
+      if (Object.keys(changed).length > 0) {
+        await this.writeJournal(teamName, { version: 1, entries: { ...journal.entries, ...changed } });
+      }
+      return results;
+    });
+  }
+
+  /**
+   * Write up to `limit` journal entries into their agent files (durably, one by one) and drop them; entries a later
+   * write of the agent file made obsolete are dropped unwritten. Returns how many entries it took out of the journal.
+   */
+  async foldAgentJournal(teamName: string, limit: number): Promise<number> {
+    const pending = Object.keys((await this.readJournal(teamName)).entries);
+    if (pending.length === 0) return 0;
+    const ids = pending.slice(0, limit);
+    return this.withJournalLock(teamName, ids, async (journal) => {
+      const entries = { ...journal.entries };
+      let taken = 0;
+      await mapLimit(ids, BATCH_IO_CONCURRENCY, async (agentId) => {
+        const entry = entries[agentId];
+        if (!entry) return;
+        taken++;
+        const read = await this.readAgentFile(teamName, agentId);
+        if (read.kind === "ok" && fingerprint(read.value) === entry.base) await this.writeAgent(entry.state);
+        delete entries[agentId];
+      });
+      await this.writeJournal(teamName, { version: 1, entries });
+      return taken;
+    });
+  }
+
+  /**
+   * Run `fn` over the current journal holding its lock, which stands for the locks of all the team's agents: new agent
+   * lockers wait while it is held (withAgentLock), and `fn` starts once the holders of `agentIds`' locks are done.
+   */
+  private withJournalLock<T>(
+    teamName: string,
+    agentIds: readonly string[],
+    fn: (journal: AgentJournal) => Promise<T>,
+  ): Promise<T> {
+    return withFileLock(
+      this.paths.agentJournal(teamName),
+      async () => {
+        await waitUntilUnlocked(
+          agentIds.map((agentId) => this.paths.agentState(teamName, agentId)),
+          this.lockTiming,
+        );
+        return fn(await this.readJournalFile(teamName));
+      },
+      this.lockTiming,
+    );
+  }
+
+  private async writeJournal(teamName: string, journal: AgentJournal): Promise<void> {
+    const file = this.paths.agentJournal(teamName);
+    if (Object.keys(journal.entries).length > 0) await writeJson(file, AgentJournalSchema, journal);
+    else await unlink(file).catch(() => {});
   }
 
   async readHeartbeat(
@@ -139,11 +300,22 @@ export class TeamStore {
   }
 
   async readAgentView(teamName: string, agentId: string) {
-    const [state, heartbeat] = await Promise.all([
-      this.readAgent(teamName, agentId),
-      this.readHeartbeat(teamName, agentId),
-    ]);
-    return viewOf(state, heartbeat);
+    const [view] = await this.readAgentViews(teamName, [agentId]);
+    return view as NonNullable<typeof view>;
+  }
+
+  /** Views of the given agents, read afresh (no cache), in the order of `agentIds`; the journal is read once. */
+  async readAgentViews(teamName: string, agentIds: readonly string[]) {
+    const journal = await this.readJournal(teamName);
+    return Promise.all(
+      agentIds.map(async (agentId) => {
+        const [state, heartbeat] = await Promise.all([
+          this.readAgentFile(teamName, agentId),
+          this.readHeartbeat(teamName, agentId),
+        ]);
+        return viewOf(throughJournal(state, journal, agentId), heartbeat);
+      }),
+    );
   }
 
   /** Ids of the team's agent files (a directory listing; nothing is read). */
@@ -156,7 +328,7 @@ export class TeamStore {
 
   /** Every agent of one team; damaged files are moved aside and reported, the rest still listed. */
   async listAgentViews(teamName: string): Promise<Listed<AgentView>> {
-    const ids = await this.listAgentIds(teamName);
+    const [ids, journal] = await Promise.all([this.listAgentIds(teamName), this.readJournal(teamName)]);
     const warnings: string[] = [];
     const items: AgentView[] = [];
     const seen = new Set<string>();
@@ -167,10 +339,10 @@ export class TeamStore {
         seen.add(stateFile).add(slotFile);
         // Both at once: listing 1000 agents is 2000 small reads, and waiting for each pair in turn doubles the latency.
         const [state, heartbeat] = await Promise.all([
-          this.listedAgents.get(stateFile, () => this.readAgent(teamName, agentId)),
+          this.listedAgents.get(stateFile, () => this.readAgentFile(teamName, agentId)),
           this.listedSlots.get(slotFile, () => this.readHeartbeat(teamName, agentId)),
         ]);
-        const read = viewOf(state, heartbeat);
+        const read = viewOf(throughJournal(state, journal, agentId), heartbeat);
         if (read.kind === "ok") {
           items.push(read.value);
           warnings.push(...read.warnings);

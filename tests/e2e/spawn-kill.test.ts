@@ -26,8 +26,9 @@ import { createTeam } from "../../src/operations/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
 import { StoragePaths } from "../../src/state/paths.ts";
-import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
+import { type AgentState, type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
+import { TeamStore } from "../../src/state/team-store.ts";
 import {
   type MockModel,
   type MockRequest,
@@ -90,10 +91,14 @@ function readInfo(projectDir: string): ServerInfo | undefined {
   return existsSync(file) ? ServerInfoSchema.parse(JSON.parse(readFileSync(file, "utf8"))) : undefined;
 }
 
-function agentFile(projectDir: string, team: string, agentId: string): Record<string, unknown> {
-  return JSON.parse(
-    readFileSync(path.join(projectDir, TEAMS_DIR, "teams", team, "agents", `${agentId}.json`), "utf8"),
+/** The agent's state as the plugin's store reads it (the agent file, or the agent journal's newer entry). */
+async function agentFile(projectDir: string, team: string, agentId: string): Promise<AgentState> {
+  const read = await new TeamStore(new StoragePaths(path.join(projectDir, TEAMS_DIR))).readAgent(
+    team,
+    agentId,
   );
+  if (read.kind !== "ok") throw new Error(`agent ${agentId}: ${read.kind}`);
+  return read.value;
 }
 
 /** GET a JSON route of another server (the project server the plugin started). */
@@ -273,7 +278,7 @@ describe("spawn-agent and kill-agent on a real server and real tmux", () => {
     // The pane runs `opencode attach <url> --session <id>` as its own process (no shell), in the team's window.
     const pane = tmux.listPanes(socket).find((p) => p.paneId === w1.paneId);
     expect(pane).toMatchObject({ sessionName: "teams-alpha", windowName: "team-alpha", paneDead: false });
-    const state = agentFile(main.projectDir, "alpha", w1.agentId);
+    const state = await agentFile(main.projectDir, "alpha", w1.agentId);
     expect(state.attachPid).toBe(pane?.panePid);
     if (typeof state.attachPid === "number") ours.add(state.attachPid);
     const argv = (await processCommandLine(pane?.panePid ?? -1)) ?? [];
@@ -325,7 +330,7 @@ describe("spawn-agent and kill-agent on a real server and real tmux", () => {
     expect(readInfo(main.projectDir)?.pid).toBe(projectServer.pid);
     const panes = tmux.listPanes(socket).filter((p) => p.windowName === "team-alpha");
     expect(panes).toHaveLength(2);
-    const attachPid = agentFile(main.projectDir, "alpha", w2.agentId).attachPid;
+    const attachPid = (await agentFile(main.projectDir, "alpha", w2.agentId)).attachPid;
     if (typeof attachPid === "number") ours.add(attachPid);
     spawned.push(w2);
     expect(readInfo(main.projectDir)?.activeSessions).toBe(2);
@@ -333,7 +338,7 @@ describe("spawn-agent and kill-agent on a real server and real tmux", () => {
 
   test("force kill leaves no pane, no attach process and no busy session", async () => {
     const w1 = spawned[0] as SpawnOutput;
-    const attachPid = agentFile(main.projectDir, "alpha", w1.agentId).attachPid as number;
+    const attachPid = (await agentFile(main.projectDir, "alpha", w1.agentId)).attachPid as number;
     const result = await callTool(main, leader, "kill-agent", {
       teamName: "alpha",
       agentId: w1.agentId,
@@ -349,7 +354,7 @@ describe("spawn-agent and kill-agent on a real server and real tmux", () => {
       main.projectDir,
     );
     expect(statuses[w1.sessionId]?.type ?? "idle").toBe("idle");
-    expect(agentFile(main.projectDir, "alpha", w1.agentId)).toMatchObject({ status: "terminated" });
+    expect(await agentFile(main.projectDir, "alpha", w1.agentId)).toMatchObject({ status: "terminated" });
     expect(readInfo(main.projectDir)?.activeSessions).toBe(1);
   }, 60_000);
 
@@ -381,7 +386,7 @@ describe("spawn-agent and kill-agent on a real server and real tmux", () => {
     expect(resumed.agentId).not.toBe(w1.agentId);
     const pane = tmux.listPanes(socket).find((p) => p.paneId === resumed.paneId);
     expect(pane?.paneDead).toBe(false);
-    const attachPid = agentFile(main.projectDir, "alpha", resumed.agentId).attachPid;
+    const attachPid = (await agentFile(main.projectDir, "alpha", resumed.agentId)).attachPid;
     if (typeof attachPid === "number") ours.add(attachPid);
     expect(((await processCommandLine(pane?.panePid ?? -1)) ?? []).slice(1, 5)).toEqual([
       "attach",
@@ -411,7 +416,7 @@ describe("spawn-agent and kill-agent on a real server and real tmux", () => {
       },
       { timeoutMs: 30_000, message: "the resumed worker's complete-agent call" },
     );
-    expect(agentFile(main.projectDir, "alpha", resumed.agentId)).toMatchObject({
+    expect(await agentFile(main.projectDir, "alpha", resumed.agentId)).toMatchObject({
       status: "terminated",
       outcome: "completed",
       resumes: w1.agentId,
@@ -446,7 +451,7 @@ describe("spawn-agent and kill-agent on a real server and real tmux", () => {
 
   test("graceful kill: the worker is asked, calls confirm-shutdown, and is stopped", async () => {
     const w2 = spawned[1] as SpawnOutput;
-    const attachPid = agentFile(main.projectDir, "alpha", w2.agentId).attachPid as number;
+    const attachPid = (await agentFile(main.projectDir, "alpha", w2.agentId)).attachPid as number;
     // The scripted worker answers a shutdown request by confirming with the ids from its identity.
     const off = mock.onSession("asks you to shut down", (req) =>
       req.turnMessages.length === 0
@@ -478,7 +483,7 @@ describe("spawn-agent and kill-agent on a real server and real tmux", () => {
       main.projectDir,
     );
     expect(statuses[w2.sessionId]?.type ?? "idle").toBe("idle");
-    expect(agentFile(main.projectDir, "alpha", w2.agentId)).toMatchObject({
+    expect(await agentFile(main.projectDir, "alpha", w2.agentId)).toMatchObject({
       status: "terminated",
       outcome: "killed",
     });
@@ -502,7 +507,7 @@ describe("prompt delivery falls back to typing into the pane", () => {
       const ms = toolMs((await main.toolResults(leader, "spawn-agent")).at(-1));
       console.error(`[e2e] spawn with typed fallback: ${ms} ms`);
       expect(w3).toMatchObject({ success: true, status: "active", promptDelivery: "pane" });
-      const attachPid = agentFile(main.projectDir, "alpha", w3.agentId).attachPid;
+      const attachPid = (await agentFile(main.projectDir, "alpha", w3.agentId)).attachPid;
       if (typeof attachPid === "number") ours.add(attachPid);
       const outputs = await waitFor(
         async () => {
@@ -557,7 +562,7 @@ describe("concurrency on the real path", () => {
       return r;
     });
     for (const r of spawned) {
-      const pid = agentFile(main.projectDir, "gamma", r.agentId).attachPid;
+      const pid = (await agentFile(main.projectDir, "gamma", r.agentId)).attachPid;
       if (typeof pid === "number") ours.add(pid);
     }
     expect(spawned.every((r) => r.status === "active" && r.port === info.port)).toBe(true);
@@ -579,7 +584,7 @@ describe("concurrency on the real path", () => {
     expect(kills.every((k) => k.success)).toBe(true);
     expect(tmux.listPanes(socket).filter((p) => p.sessionName === "teams-gamma")).toEqual([]);
     for (const r of spawned) {
-      const pid = agentFile(main.projectDir, "gamma", r.agentId).attachPid;
+      const pid = (await agentFile(main.projectDir, "gamma", r.agentId)).attachPid;
       expect(typeof pid === "number" && processRunning(pid)).toBe(false);
     }
     expect(readInfo(main.projectDir)?.activeSessions).toBe(0);
@@ -639,7 +644,9 @@ describe("spawn-agent error rows on a real server", () => {
       expect(result).toMatchObject({ success: true, status: "spawning", promptDelivery: "failed" });
       expect(result.warnings?.[0]).toContain("The initial prompt could not be delivered");
       expect(result.warnings?.[0]).toContain("attempt 3:");
-      expect(agentFile(errors.projectDir, "beta", result.agentId)).toMatchObject({ status: "spawning" });
+      expect(await agentFile(errors.projectDir, "beta", result.agentId)).toMatchObject({
+        status: "spawning",
+      });
       const messages = (await errors.client.session.messages({ path: { id: result.sessionId } })).data ?? [];
       expect(messages).toHaveLength(0);
     } finally {

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { nextHeartbeat } from "../../src/operations/heartbeat.ts";
 import { type InactiveAgent, onAgentsInactive } from "../../src/operations/inactive.ts";
@@ -470,6 +470,36 @@ describe("stale sweep: batching", () => {
     } finally {
       off();
     }
+  });
+
+  test("the transitions go to the agent journal in one write; later sweeps fold them into the agent files", async () => {
+    const agents = [];
+    for (let i = 0; i < 3; i++) agents.push(await worker({ name: `w${i}` }));
+    const onDisk = async (agent: AgentState) =>
+      (JSON.parse(await readFile(ctx.store.paths.agentState("alpha", agent.agentId), "utf8")) as AgentState)
+        .status;
+    ctx.clock.advance(61 * S);
+    await sweeper.sweep();
+    ctx.clock.advance(15 * S);
+    const report = await sweeper.sweep();
+    expect(report.inactive).toHaveLength(3);
+    const journal = JSON.parse(await readFile(ctx.store.paths.agentJournal("alpha"), "utf8"));
+    expect(Object.keys(journal.entries)).toHaveLength(3);
+    for (const agent of agents) {
+      expect(await onDisk(agent)).toBe("active");
+      expect((await state(agent)).status).toBe("inactive");
+      const beat = await call<{ success: boolean; error?: string }>(
+        "heartbeat",
+        { teamName: "alpha", agentId: agent.agentId },
+        agent.sessionId,
+      );
+      expect(beat).toMatchObject({ success: false, error: "Agent is inactive. Requires re-spawn." });
+    }
+    ctx.clock.advance(15 * S);
+    // The next sweep folds the journal into the agent files.
+    expect((await sweeper.sweep()).folded).toBe(3);
+    for (const agent of agents) expect(await onDisk(agent)).toBe("inactive");
+    expect(await Bun.file(ctx.store.paths.agentJournal("alpha")).exists()).toBe(false);
   });
 
   test("ServerInfo.activeSessions is recounted when agents go inactive", async () => {
