@@ -167,17 +167,61 @@ export class SdkOpencodeApi implements OpencodeApi {
     return usage;
   }
 
+  /**
+   * Read over a plain fetch rather than the SDK's `event.subscribe`: on abort, the SDK cancels a reader whose stream
+   * the abort has already errored and leaves that rejected promise unhandled (Bun reports it and the process exits
+   * 1). One connection, no retries: the monitor reconnects itself and re-reads session statuses after each gap.
+   */
   async *events(signal: AbortSignal): AsyncIterable<Event> {
-    // One attempt only: the SDK's own retry loop would hide reconnects from the monitor, which must re-read
-    // session statuses after each one.
-    const { stream } = await this.client.event.subscribe({
-      signal,
-      sseMaxRetryAttempts: 1,
-      onSseError: () => {},
-    });
-    for await (const event of stream) {
+    const url = new URL("/event", this.baseUrl);
+    url.searchParams.set("directory", this.options.directory);
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        headers: { Accept: "text/event-stream", ...authHeaders(this.options) },
+        signal,
+      });
+    } catch (error) {
       if (signal.aborted) return;
-      if (event && typeof event === "object" && "type" in event) yield event as Event;
+      throw error;
     }
+    if (!response.ok || !response.body) throw new Error(`GET /event failed (HTTP ${response.status})`);
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    try {
+      while (!signal.aborted) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        buffer += value;
+        const blocks = buffer.split("\n\n");
+        buffer = blocks.pop() ?? "";
+        for (const block of blocks) {
+          const event = parseSseData(block);
+          if (event) yield event;
+        }
+      }
+    } catch (error) {
+      if (signal.aborted) return;
+      throw error;
+    } finally {
+      // Already errored by an abort: the rejection is expected, and handled here.
+      reader.cancel().catch(() => {});
+    }
+  }
+}
+
+/** The event in one server-sent-events block (its `data:` lines), if it is one. */
+function parseSseData(block: string): Event | undefined {
+  const data = block
+    .split("\n")
+    .filter((line) => line.startsWith("data:"))
+    .map((line) => line.slice("data:".length).replace(/^ /, ""))
+    .join("\n");
+  if (!data) return undefined;
+  try {
+    const event: unknown = JSON.parse(data);
+    return event && typeof event === "object" && "type" in event ? (event as Event) : undefined;
+  } catch {
+    return undefined;
   }
 }
