@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { readdir, readFile, utimes, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createTeam } from "../../src/operations/team.ts";
@@ -140,4 +140,17 @@ test("a damaged journal is moved aside and read as empty: agents are as their fi
   for (const agent of agents) expect((await current(agent)).status).toBe("active");
   const names = await readdir(path.dirname(file));
   expect(names.some((name) => name.startsWith("agent-journal.json.corrupt-"))).toBe(true);
+});
+
+test("a journal lock left by a crashed batch holds up agent locks only until it goes stale", async () => {
+  const [first] = agents as [AgentState];
+  const lock = `${ctx.store.paths.agentJournal("alpha")}.lock`;
+  await writeFile(lock, "");
+  const old = new Date(Date.now() - 60_000);
+  await utimes(lock, old, old);
+  let ran = false;
+  await ctx.store.withAgentLock("alpha", first.agentId, async () => {
+    ran = true;
+  });
+  expect(ran).toBe(true);
 });
