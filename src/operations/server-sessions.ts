@@ -21,6 +21,8 @@ export async function recountActiveSessions(ctx: TeamsContext): Promise<number |
       return count === info.activeSessions ? undefined : { ...info, activeSessions: count };
     },
     ctx.store.lockTiming,
+    // Recounted from the agent files on every change: a count lost to a power cut is put right by the next one.
+    { durable: false },
   );
   return outcome.value?.activeSessions;
 }

@@ -397,7 +397,7 @@ export async function launchAgent(
       ...(spec.resumes ? { resumes: spec.resumes } : {}),
       tags: [],
     };
-    await ctx.store.writeAgent(state);
+    await ctx.store.createAgent(state);
     rollback.push("the agent file", () => removeAgentFiles(ctx, team.name, agentId));
 
     steps.progress("prompt", `Delivering the prompt to ${name}`);

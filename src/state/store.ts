@@ -77,6 +77,15 @@ export async function readJson<S extends z.ZodType>(
   return { kind: "corrupt", warning: corruptWarning(file, parsed.problem, movedTo), movedTo };
 }
 
+export interface WriteOptions {
+  /**
+   * false: atomic but not flushed to disk (no fsync), for values recomputed from other state on every write, where
+   * a power cut may only lose the last update. An fsync waits for all dirty data of the file system, which costs
+   * hundreds of ms while other programs (booting `opencode attach` panes) write a lot.
+   */
+  durable?: boolean;
+}
+
 /**
  * Validate, then replace the file atomically (temp file, fsync, rename). A value that fails its schema is a bug in
  * the caller and throws before anything touches the disk.
@@ -85,10 +94,11 @@ export async function writeJson<S extends z.ZodType>(
   file: string,
   schema: S,
   value: z.infer<S>,
+  options: WriteOptions = {},
 ): Promise<void> {
   const valid = schema.parse(value);
   await mkdir(path.dirname(file), { recursive: true });
-  await writeFileAtomic(file, `${JSON.stringify(valid, null, 2)}\n`, { fsync: true });
+  await writeFileAtomic(file, `${JSON.stringify(valid, null, 2)}\n`, { fsync: options.durable ?? true });
 }
 
 /** Write a file that must not exist yet; cheaper than a replace and never clobbers. */
@@ -125,6 +135,7 @@ export async function updateJson<T>(
   schema: z.ZodType<T>,
   fn: (current: T | undefined) => NoInfer<T> | undefined | Promise<NoInfer<T> | undefined>,
   timing?: Partial<LockTiming>,
+  options: WriteOptions = {},
 ): Promise<UpdateOutcome<T>> {
   return withFileLock(
     file,
@@ -134,7 +145,7 @@ export async function updateJson<T>(
       if (current.kind === "corrupt") warnings.push(current.warning);
       const next = await fn(current.kind === "ok" ? current.value : undefined);
       if (next === undefined) return { value: current.kind === "ok" ? current.value : undefined, warnings };
-      await writeJson(file, schema, next);
+      await writeJson(file, schema, next, options);
       return { value: next, warnings };
     },
     timing,

@@ -171,6 +171,15 @@ export class TeamStore {
   }
 
   /**
+   * Write a new agent's first file (spawn, before its launch is done): an exclusive create, not flushed. The launch's
+   * next write (the agent becoming active) is the durable one. A power cut before it can lose the file or leave it
+   * damaged (moved aside on the next read, like any damaged file); that spawn never finished either way.
+   */
+  async createAgent(state: AgentState): Promise<void> {
+    await createJson(this.paths.agentState(state.teamName, state.agentId), AgentStateSchema, state);
+  }
+
+  /**
    * Run `fn` holding the agent's lock: per-agent locks keep heartbeats of different agents from contending. While a
    * batch holds the team's agent journal, it stands for the locks of all the team's agents: the agent lock waits.
    */
