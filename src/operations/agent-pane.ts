@@ -50,12 +50,17 @@ export interface AgentPane {
 }
 
 /**
- * How long a fresh pane must stay up before we believe its command started (a missing binary exits at once), how
- * long a closed pane's attach process gets to exit by itself, and how long `opencode attach` needs after the pane
- * opened before typed input reaches its prompt (earlier keystrokes are lost; measured 1-5 s on a loaded 2-core
- * machine). Mutable for unit tests with fake panes.
+ * How long a fresh pane must stay up before we believe its command started (a missing binary exits at once), or
+ * `execSettleMs` once its process is seen running `opencode attach` on the session (a program that cannot run
+ * `attach` exits within milliseconds of starting; opencode itself takes a second to boot); how long a closed pane's
+ * attach process gets to exit by itself; and how long `opencode attach` needs after the pane opened before typed
+ * input reaches its prompt (earlier keystrokes are lost; measured 1-5 s on a loaded 2-core machine). Mutable for
+ * unit tests with fake panes.
  */
-export const paneTiming = { settleMs: 250, exitGraceMs: 1_500, tuiReadyMs: 6_000 };
+export const paneTiming = { settleMs: 250, execSettleMs: 100, exitGraceMs: 1_500, tuiReadyMs: 6_000 };
+
+/** How often a fresh pane's process is looked at while it settles. */
+const SETTLE_POLL_MS = 20;
 
 /**
  * Open the agent's pane running `opencode attach` on its session. The password reaches the pane through its
@@ -103,11 +108,23 @@ export async function openAgentPane(ctx: TeamsContext, input: AgentPaneInput): P
 
 /**
  * Throws when the pane's command exited right away (a missing or broken binary). Waits only for what is left of
- * `settleMs` since the pane opened, so callers check last, after their other work.
+ * `settleMs` since the pane opened (`execSettleMs` when the pane's process is already our `opencode attach`), so
+ * callers check last, after their other work.
  */
-export async function confirmPaneStarted(ctx: TeamsContext, pane: AgentPane): Promise<void> {
-  const wait = pane.openedAt + paneTiming.settleMs - Date.now();
-  if (wait > 0) await Bun.sleep(wait);
+export async function confirmPaneStarted(
+  ctx: TeamsContext,
+  pane: AgentPane,
+  sessionId: string,
+): Promise<void> {
+  const settledAt = pane.openedAt + paneTiming.settleMs;
+  const execSettledAt = pane.openedAt + Math.min(paneTiming.execSettleMs, paneTiming.settleMs);
+  for (let now = Date.now(); now < settledAt; now = Date.now()) {
+    // Its process runs attach on this session, so it is alive and so is its pane.
+    if (now >= execSettledAt && (await isOurAttach(pane.attachPid, sessionId))) return;
+    await Bun.sleep(
+      Math.min(SETTLE_POLL_MS, Math.max(0, (now < execSettledAt ? execSettledAt : settledAt) - now)),
+    );
+  }
   if ((await ctx.edges.tmux.paneState({ socket: pane.placement.socket, paneId: pane.paneId })) === "gone") {
     throw new Error(`the pane's command exited right away; is '${pane.command}' a runnable opencode binary?`);
   }

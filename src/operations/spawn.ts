@@ -438,7 +438,7 @@ export async function launchAgent(
     const paneToCheck = registered.status === "terminated" ? undefined : launchedPane;
     await Promise.all([
       paneToCheck
-        ? confirmPaneStarted(ctx, paneToCheck).catch((error: unknown) => {
+        ? confirmPaneStarted(ctx, paneToCheck, sessionId).catch((error: unknown) => {
             throw new StepFailure(`Failed to create tmux pane: ${message(error)}`);
           })
         : undefined,

@@ -31,6 +31,7 @@ export interface TestContext extends TeamsContext {
 /** Fake panes start, settle and die at once: no real waiting in unit tests. */
 export function instantPanes(): void {
   paneTiming.settleMs = 0;
+  paneTiming.execSettleMs = 0;
   paneTiming.tuiReadyMs = 0;
   paneTiming.exitGraceMs = 0;
 }
