@@ -68,6 +68,26 @@ async function agentStatus(projectDir: string, team: string, agentId: string): P
   return read.kind === "ok" ? read.value.status : undefined;
 }
 
+/** One spawn-agent call on a warm server; its time goes to `samples`. */
+async function warmSpawn(
+  server: OpencodeServer,
+  leader: string,
+  teamName: string,
+  samples: number[],
+): Promise<Spawned> {
+  const next = await callTool<Spawned>(server, leader, "spawn-agent", { teamName, prompt: "@@say hi" });
+  if (next.output.status !== "active") throw new Error(`warm spawn: ${JSON.stringify(next.output)}`);
+  samples.push(next.ms);
+  return next.output;
+}
+
+/** Close an agent's pane and make sure its `opencode attach` is gone. */
+function killPane(socket: string, agent: Spawned): void {
+  const panePid = tmux.listPanes(socket).find((p) => p.paneId === agent.paneId)?.panePid;
+  if (agent.paneId) tmux.tmux(socket, ["kill-pane", "-t", agent.paneId]);
+  if (panePid && processRunning(panePid)) process.kill(panePid, "SIGKILL");
+}
+
 /**
  * 6 and 7b on a real `opencode serve` (hermetic, scripted mock model on 127.0.0.1) and real tmux on a private
  * socket. The plugin runs inside that server; the leader's session calls spawn-agent through the model and the
@@ -111,25 +131,11 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
       note(`spawn: cold ${run + 1}/${coldRuns}: ${first.ms} ms`);
       if (run > 0) continue;
 
-      const spawned: Spawned[] = [first.output];
       // Back to back, as a leader spawning a team does: each pane's `opencode attach` is still booting (a core for a
-      // second or two) during the next spawn. Then spaced, each after the previous pane has settled.
-      for (const [samples, pauseMs] of [
-        [warm, 0],
-        [warmSpaced, SPACED_PAUSE_MS],
-      ] as const) {
-        for (let i = 0; i < warmRuns; i++) {
-          if (pauseMs > 0) await Bun.sleep(pauseMs);
-          const next = await callTool<Spawned>(main, leader, "spawn-agent", {
-            teamName: "bench",
-            prompt: "@@say hi",
-          });
-          if (next.output.status !== "active") throw new Error(`warm spawn: ${JSON.stringify(next.output)}`);
-          samples.push(next.ms);
-          spawned.push(next.output);
-        }
-      }
-      note(`spawn: ${warmRuns} warm back to back, ${warmRuns} spaced`);
+      // second or two) during the next spawn.
+      const spawned: Spawned[] = [first.output];
+      for (let i = 0; i < warmRuns; i++) spawned.push(await warmSpawn(main, leader, "bench", warm));
+      note(`spawn: ${warmRuns} warm back to back`);
 
       // 7b: this process plays the leader's own OpenCode, with the monitor on the project server's event stream.
       const ctx = buildContext({
@@ -143,10 +149,8 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
         await waitFor(() => liveness.monitor.stats.connects >= 1, { timeoutMs: 15_000 });
         if (!info) throw new Error("no ServerInfo after a spawn");
         for (const agent of spawned.slice(0, deleteRuns)) {
-          const panePid = tmux.listPanes(socket).find((p) => p.paneId === agent.paneId)?.panePid;
           const started = performance.now();
-          if (agent.paneId) tmux.tmux(socket, ["kill-pane", "-t", agent.paneId]);
-          if (panePid && processRunning(panePid)) process.kill(panePid, "SIGKILL");
+          killPane(socket, agent);
           const response = await fetch(
             `http://127.0.0.1:${info.port}/session/${agent.sessionId}?directory=${encodeURIComponent(main.projectDir)}`,
             { method: "DELETE", signal: AbortSignal.timeout(10_000) },
@@ -166,6 +170,17 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
         await liveness.release();
       }
       note(`session deleted: ${deleted.length} runs`);
+
+      // Spaced, each after the previous pane has settled, into a second team. The first team's panes go first: an
+      // idle `opencode attach` keeps drawing (~4% of a core each here), so with them still up this series would
+      // measure how many agents run rather than the pace.
+      for (const agent of spawned.slice(deleteRuns)) killPane(socket, agent);
+      await callTool(main, leader, "create-team", { teamName: "bench-spaced" });
+      for (let i = 0; i < warmRuns; i++) {
+        await Bun.sleep(SPACED_PAUSE_MS);
+        await warmSpawn(main, leader, "bench-spaced", warmSpaced);
+      }
+      note(`spawn: ${warmRuns} warm, spaced`);
     }
   } finally {
     tmux.killServer(socket);
@@ -175,13 +190,16 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
     await mock?.stop();
   }
   return [
-    figure("6a", "spawn-agent, warm server, call -> active, back to back", "ms", warm, {
-      text: "< 1000 ms",
-      ok: (m) => m < 1000,
-    }),
+    figure(
+      "6a",
+      "spawn-agent, warm server, call -> active, back to back (agents 2-11 of a team)",
+      "ms",
+      warm,
+      { text: "< 1000 ms", ok: (m) => m < 1000 },
+    ),
     figure(
       "6a'",
-      `spawn-agent, warm server, call -> active, ${SPACED_PAUSE_MS / 1000} s apart`,
+      `spawn-agent, warm server, call -> active, ${SPACED_PAUSE_MS / 1000} s apart (agents 1-10 of a second team, the first one's panes closed)`,
       "ms",
       warmSpaced,
       { text: "< 1000 ms", ok: (m) => m < 1000 },
