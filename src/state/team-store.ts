@@ -243,27 +243,47 @@ export class TeamStore {
   }
 
   /**
-   * Write up to `limit` journal entries into their agent files (durably, one by one) and drop them; entries a later
-   * write of the agent file made obsolete are dropped unwritten. Returns how many entries it took out of the journal.
+   * Write up to `limit` journal entries into their agent files (durably) and drop them from the journal; entries a
+   * later write of the agent file made obsolete are dropped unwritten. Returns how many entries it dropped.
    */
   async foldAgentJournal(teamName: string, limit: number): Promise<number> {
-    const pending = Object.keys((await this.readJournal(teamName)).entries);
-    if (pending.length === 0) return 0;
-    const ids = pending.slice(0, limit);
-    return this.withJournalLock(teamName, ids, async (journal) => {
-      const entries = { ...journal.entries };
-      let taken = 0;
-      await mapLimit(ids, BATCH_IO_CONCURRENCY, async (agentId) => {
-        const entry = entries[agentId];
-        if (!entry) return;
-        taken++;
-        const read = await this.readAgentFile(teamName, agentId);
-        if (read.kind === "ok" && fingerprint(read.value) === entry.base) await this.writeAgent(entry.state);
-        delete entries[agentId];
-      });
-      await this.writeJournal(teamName, { version: 1, entries });
-      return taken;
-    });
+    const ids = Object.keys((await this.readJournal(teamName)).entries).slice(0, limit);
+    if (ids.length === 0) return 0;
+    // Each agent under its own lock, so heartbeats of the team's other agents go on meanwhile. Holding it, the
+    // agent's entry cannot change: a batch needs this lock too.
+    await mapLimit(ids, BATCH_IO_CONCURRENCY, (agentId) =>
+      this.withAgentLock(teamName, agentId, async () => {
+        const [read, journal] = await Promise.all([
+          this.readAgentFile(teamName, agentId),
+          this.readJournal(teamName),
+        ]);
+        const entry = journal.entries[agentId];
+        if (entry && read.kind === "ok" && fingerprint(read.value) === entry.base)
+          await this.writeAgent(entry.state);
+      }),
+    );
+    // An entry whose agent file moved on never holds again, so dropping it needs no agent lock. (Agent locks wait
+    // for the few ms this holds the journal's lock.)
+    return withFileLock(
+      this.paths.agentJournal(teamName),
+      async () => {
+        const entries = { ...(await this.readJournalFile(teamName)).entries };
+        let dropped = 0;
+        await mapLimit(ids, BATCH_IO_CONCURRENCY, async (agentId) => {
+          const entry = entries[agentId];
+          if (!entry) return;
+          const read = await this.readAgentFile(teamName, agentId);
+          // Kept only while it still holds and says something the file does not (a no-op entry folds to itself).
+          const onDisk = read.kind === "ok" ? fingerprint(read.value) : undefined;
+          if (onDisk === entry.base && onDisk !== fingerprint(entry.state)) return;
+          delete entries[agentId];
+          dropped++;
+        });
+        if (dropped > 0) await this.writeJournal(teamName, { version: 1, entries });
+        return dropped;
+      },
+      this.lockTiming,
+    );
   }
 
   /**

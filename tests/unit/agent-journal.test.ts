@@ -154,3 +154,32 @@ test("a journal lock left by a crashed batch holds up agent locks only until it 
   });
   expect(ran).toBe(true);
 });
+
+test("an entry that changes nothing is dropped by the fold, not folded again and again", async () => {
+  const [first] = agents as [AgentState];
+  await ctx.store.updateAgents("alpha", [first.agentId], async (_id, state) => ({
+    ...(state ? { next: { ...state } } : {}),
+    result: undefined,
+  }));
+  expect(await ctx.store.foldAgentJournal("alpha", 10)).toBe(1);
+  expect(await Bun.file(ctx.store.paths.agentJournal("alpha")).exists()).toBe(false);
+});
+
+test("folding leaves the other agents' locks free: a heartbeat-sized lock of another agent is not held up", async () => {
+  await markAll();
+  const [first, second] = agents as [AgentState, AgentState];
+  // Hold the first agent's lock so the fold waits on it, and take the second's meanwhile.
+  let release: () => void = () => {};
+  const held = ctx.store.withAgentLock("alpha", first.agentId, () => new Promise<void>((r) => (release = r)));
+  const folding = ctx.store.foldAgentJournal("alpha", 10);
+  await sleep(50);
+  let otherRan = false;
+  await ctx.store.withAgentLock("alpha", second.agentId, async () => {
+    otherRan = true;
+  });
+  expect(otherRan).toBe(true);
+  release();
+  await held;
+  expect(await folding).toBe(3);
+  for (const agent of agents) expect((await onDisk(agent)).status).toBe("inactive");
+});
