@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync 
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { pidAlive } from "../../src/edges/process.ts";
+import { processCommandLine } from "../../src/edges/process-info.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import { hasTmux, killServer, listPanes, tmux, tmuxSocketName } from "./harness/tmux.ts";
 import { removeSocketFile } from "./tmux-socket-file.ts";
@@ -207,6 +208,9 @@ describe.skipIf(!hasTmux())("TmuxCli on real tmux", () => {
       command: ["sleep", "300"],
       title: "doomed",
     });
+    // The pty's hangup reaches the pane's process once it leads the pane's session; one killed in its first
+    // milliseconds can miss it and run on (closeAgentPane then terminates a surviving attach by its pid).
+    await waitFor(async () => (await processCommandLine(panePid))?.[0] === "sleep");
     await cli.closePane({ socket, paneId });
     expect(await cli.paneState({ socket, paneId })).toBe("gone");
     await waitFor(() => !pidAlive(panePid));
