@@ -78,6 +78,14 @@ export class StoragePaths {
     assertAgentId(agentId);
     return path.join(this.agentsDir(teamName), `${agentId}.hb`);
   }
+  /**
+   * agentState and heartbeatSlot for many agents of one team (a listing of 1000): the directory is built once, and the
+   * ids, which come from that directory's listing filtered by isAgentId, are not checked again.
+   */
+  agentFilesOf(teamName: string): (agentId: string) => { state: string; slot: string } {
+    const prefix = `${this.agentsDir(teamName)}${path.sep}`;
+    return (agentId) => ({ state: `${prefix}${agentId}.json`, slot: `${prefix}${agentId}.hb` });
+  }
   /** Agent states a sweep changed together, not yet folded into the agent files. */
   agentJournal(teamName: string): string {
     return path.join(this.teamDir(teamName), "agent-journal.json");

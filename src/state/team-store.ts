@@ -54,6 +54,10 @@ export function effectiveHeartbeatTs(state: AgentState, heartbeat: HeartbeatReco
     : state.heartbeatTs;
 }
 
+function byText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 const EMPTY_JOURNAL: AgentJournal = { version: 1, entries: {} };
 /** Agent files read or written at once by a batch: enough to overlap the disk's latency, few enough for its queue. */
 const BATCH_IO_CONCURRENCY = 32;
@@ -101,6 +105,8 @@ export class TeamStore {
   private readonly listedAgents = new StatCache<ReadResult<AgentState>>();
   private readonly listedSlots = new StatCache<Awaited<ReturnType<TeamStore["readHeartbeat"]>>>();
   private readonly journals = new StatCache<AgentJournal>();
+  /** How many agent files each team had at its last listing (see listAgentViews). */
+  private readonly listedCounts = new Map<string, number>();
 
   constructor(
     readonly paths: StoragePaths,
@@ -358,13 +364,13 @@ export class TeamStore {
   /** Every agent of one team; damaged files are moved aside and reported, the rest still listed. */
   async listAgentViews(teamName: string): Promise<Listed<AgentView>> {
     const [ids, journal] = await Promise.all([this.listAgentIds(teamName), this.readJournal(teamName)]);
+    const filesOf = this.paths.agentFilesOf(teamName);
     const warnings: string[] = [];
     const items: AgentView[] = [];
     const seen = new Set<string>();
     await Promise.all(
       ids.map(async (agentId) => {
-        const stateFile = this.paths.agentState(teamName, agentId);
-        const slotFile = this.paths.heartbeatSlot(teamName, agentId);
+        const { state: stateFile, slot: slotFile } = filesOf(agentId);
         seen.add(stateFile).add(slotFile);
         // Both at once: listing 1000 agents is 2000 small reads, and waiting for each pair in turn doubles the latency.
         const [state, heartbeat] = await Promise.all([
@@ -380,11 +386,15 @@ export class TeamStore {
         }
       }),
     );
-    this.forgetOthers(teamName, seen);
-    items.sort(
-      (a, b) =>
-        a.state.createdAt.localeCompare(b.state.createdAt) || a.state.name.localeCompare(b.state.name),
-    );
+    // Files only go away when agents do: while the team's count is unchanged, the caches hold nothing to drop (an
+    // agent replaced by another between two listings leaves one entry behind until the count changes; a stale entry
+    // is never used, the file's stat is checked first).
+    if (this.listedCounts.get(teamName) !== ids.length) {
+      this.forgetOthers(teamName, seen);
+      this.listedCounts.set(teamName, ids.length);
+    }
+    // Plain code-unit order: ISO timestamps sort as text, and localeCompare cost a seventh of a 1000-agent listing.
+    items.sort((a, b) => byText(a.state.createdAt, b.state.createdAt) || byText(a.state.name, b.state.name));
     return { items, warnings };
   }
 
