@@ -42,7 +42,9 @@ export async function seedTeam(
   for (let start = 0; start < agents.length; start += 64) {
     await Promise.all(
       agents.slice(start, start + 64).map(async (state) => {
-        await createJson(store.paths.agentState(teamName, state.agentId), AgentStateSchema, state);
+        await createJson(store.paths.agentState(teamName, state.agentId), AgentStateSchema, state, {
+          durable: false,
+        });
         const slot: HeartbeatRecord = {
           version: 1,
           heartbeatTs: state.heartbeatTs,

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { link, mkdir, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
+import { link, mkdir, open, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import writeFileAtomic from "write-file-atomic";
 import type { z } from "zod";
@@ -79,9 +79,9 @@ export async function readJson<S extends z.ZodType>(
 
 export interface WriteOptions {
   /**
-   * false: atomic but not flushed to disk (no fsync), for values recomputed from other state on every write, where
-   * a power cut may only lose the last update. An fsync waits for all dirty data of the file system, which costs
-   * hundreds of ms while other programs (booting `opencode attach` panes) write a lot.
+   * false: atomic but not flushed to disk (no fsync), for writes a power cut may undo without harm: a value recomputed
+   * from other state on every write, or a first file that a durable write follows. An fsync waits for all dirty data
+   * of the file system, which costs hundreds of ms while other programs (booting `opencode attach` panes) write a lot.
    */
   durable?: boolean;
 }
@@ -101,11 +101,15 @@ export async function writeJson<S extends z.ZodType>(
   await writeFileAtomic(file, `${JSON.stringify(valid, null, 2)}\n`, { fsync: options.durable ?? true });
 }
 
-/** Write a file that must not exist yet; cheaper than a replace and never clobbers. */
+/**
+ * Write a file that must not exist yet; cheaper than a replace and never clobbers. Durable by default: the content is
+ * flushed before the name appears, so after a power cut the file is there whole or not at all (never empty).
+ */
 export async function createJson<S extends z.ZodType>(
   file: string,
   schema: S,
   value: z.infer<S>,
+  options: WriteOptions = {},
 ): Promise<void> {
   const valid = schema.parse(value);
   await mkdir(path.dirname(file), { recursive: true });
@@ -113,7 +117,13 @@ export async function createJson<S extends z.ZodType>(
   // the file is created exclusively and no reader ever sees it half-written (a reader would take a partial file for a
   // damaged one and move it aside).
   const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
-  await writeFile(temp, `${JSON.stringify(valid, null, 2)}\n`, { flag: "wx" });
+  const handle = await open(temp, "wx");
+  try {
+    await handle.writeFile(`${JSON.stringify(valid, null, 2)}\n`);
+    if (options.durable ?? true) await handle.sync();
+  } finally {
+    await handle.close();
+  }
   try {
     await link(temp, file);
   } finally {

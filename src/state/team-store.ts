@@ -182,7 +182,9 @@ export class TeamStore {
    * damaged (moved aside on the next read, like any damaged file); that spawn never finished either way.
    */
   async createAgent(state: AgentState): Promise<void> {
-    await createJson(this.paths.agentState(state.teamName, state.agentId), AgentStateSchema, state);
+    await createJson(this.paths.agentState(state.teamName, state.agentId), AgentStateSchema, state, {
+      durable: false,
+    });
   }
 
   /**
