@@ -117,13 +117,12 @@ export async function confirmPaneStarted(
   sessionId: string,
 ): Promise<void> {
   const settledAt = pane.openedAt + paneTiming.settleMs;
-  const execSettledAt = pane.openedAt + Math.min(paneTiming.execSettleMs, paneTiming.settleMs);
-  for (let now = Date.now(); now < settledAt; now = Date.now()) {
+  const sleepUntil = (at: number) => Bun.sleep(Math.max(0, at - Date.now()));
+  await sleepUntil(pane.openedAt + Math.min(paneTiming.execSettleMs, paneTiming.settleMs));
+  while (Date.now() < settledAt) {
     // Its process runs attach on this session, so it is alive and so is its pane.
-    if (now >= execSettledAt && (await isOurAttach(pane.attachPid, sessionId))) return;
-    await Bun.sleep(
-      Math.min(SETTLE_POLL_MS, Math.max(0, (now < execSettledAt ? execSettledAt : settledAt) - now)),
-    );
+    if (await isOurAttach(pane.attachPid, sessionId)) return;
+    await sleepUntil(Math.min(Date.now() + SETTLE_POLL_MS, settledAt));
   }
   if ((await ctx.edges.tmux.paneState({ socket: pane.placement.socket, paneId: pane.paneId })) === "gone") {
     throw new Error(`the pane's command exited right away; is '${pane.command}' a runnable opencode binary?`);

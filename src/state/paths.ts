@@ -72,11 +72,11 @@ export class StoragePaths {
   }
   agentState(teamName: string, agentId: string): string {
     assertAgentId(agentId);
-    return path.join(this.agentsDir(teamName), `${agentId}.json`);
+    return this.agentFilesOf(teamName)(agentId).state;
   }
   heartbeatSlot(teamName: string, agentId: string): string {
     assertAgentId(agentId);
-    return path.join(this.agentsDir(teamName), `${agentId}.hb`);
+    return this.agentFilesOf(teamName)(agentId).slot;
   }
   /**
    * agentState and heartbeatSlot for many agents of one team (a listing of 1000): the directory is built once, and the
