@@ -5,9 +5,7 @@ import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
 import { startLiveness } from "../src/operations/background.ts";
 import { parseOptions } from "../src/options.ts";
 import { buildContext } from "../src/plugin.ts";
-import { StoragePaths } from "../src/state/paths.ts";
 import { type ServerInfo, ServerInfoSchema } from "../src/state/schemas.ts";
-import { TeamStore } from "../src/state/team-store.ts";
 import {
   type MockModel,
   OPENCODE_BIN,
@@ -57,15 +55,6 @@ function serverInfo(projectDir: string): ServerInfo | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** The agent's status as the store reads it (its file, or the agent journal's entry a sweep wrote over it). */
-async function agentStatus(projectDir: string, team: string, agentId: string): Promise<string | undefined> {
-  const read = await new TeamStore(new StoragePaths(path.join(projectDir, TEAMS_DIR))).readAgent(
-    team,
-    agentId,
-  );
-  return read.kind === "ok" ? read.value.status : undefined;
 }
 
 /** One spawn-agent call on a warm server; its time goes to `samples`. */
@@ -157,7 +146,11 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
           );
           if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
           await waitFor(
-            async () => (await agentStatus(main.projectDir, "bench", agent.agentId)) === "inactive",
+            async () => {
+              // Through the store: the sweep may have written the transition to the agent journal only.
+              const read = await ctx.store.readAgent("bench", agent.agentId);
+              return read.kind === "ok" && read.value.status === "inactive";
+            },
             {
               timeoutMs: 30_000,
               intervalMs: 10,
@@ -175,10 +168,16 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
       // idle `opencode attach` keeps drawing (~4% of a core each here), so with them still up this series would
       // measure how many agents run rather than the pace.
       for (const agent of spawned.slice(deleteRuns)) killPane(socket, agent);
-      await callTool(main, leader, "create-team", { teamName: "bench-spaced" });
+      // A leader session of its own: the first team's leader now gets notices of those panes closing, and a notice
+      // landing between a scripted call and the model's turn would take that call's place.
+      const spacedLeader = await main.createSession("leader-spaced");
+      const team = await callTool<{ success: boolean; error?: string }>(main, spacedLeader, "create-team", {
+        teamName: "bench-spaced",
+      });
+      if (!team.output.success) throw new Error(`create-team bench-spaced: ${team.output.error}`);
       for (let i = 0; i < warmRuns; i++) {
         await Bun.sleep(SPACED_PAUSE_MS);
-        await warmSpawn(main, leader, "bench-spaced", warmSpaced);
+        await warmSpawn(main, spacedLeader, "bench-spaced", warmSpaced);
       }
       note(`spawn: ${warmRuns} warm, spaced`);
     }
