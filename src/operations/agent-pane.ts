@@ -1,6 +1,12 @@
 import path from "node:path";
 import { serverAuthFromEnv } from "../edges/opencode-client.ts";
-import { childPids, processCommandLine, terminateProcess, waitForExit } from "../edges/process-info.ts";
+import {
+  childPids,
+  parentPid,
+  processCommandLine,
+  terminateProcess,
+  waitForExit,
+} from "../edges/process-info.ts";
 import type { PaneRef } from "../edges/tmux-api.ts";
 import { withFileLock } from "../state/lock.ts";
 import type { AgentRole, TmuxPlacement } from "../state/schemas.ts";
@@ -179,7 +185,10 @@ export function agentPaneRef(owner: PaneOwnerRef): PaneRef | undefined {
 /** Whether a pid still runs the `opencode attach` we started for this session (a reused pid belongs to someone else). */
 async function isOurAttach(pid: number, sessionId: string): Promise<boolean> {
   const argv = await processCommandLine(pid);
-  return argv?.includes("attach") === true && argv.includes(sessionId);
+  return (
+    argv?.includes("attach") === true &&
+    argv.some((arg, index) => arg === "--session" && argv[index + 1] === sessionId)
+  );
 }
 
 /**
@@ -207,12 +216,18 @@ export async function closeAgentPane(
   if (pid === undefined) return warnings;
   if (await waitForExit(pid, paneTiming.exitGraceMs)) return warnings;
   if (!(await isOurAttach(pid, owner.sessionId))) return warnings;
-  const children = await childPids(pid);
   ctx.log("warn", `opencode attach ${pid} outlived its pane; terminating it`, { sessionId: owner.sessionId });
-  const [gone] = await Promise.all([
-    terminateProcess(pid),
-    ...children.map((child) => terminateProcess(child)),
-  ]);
-  if (!gone) warnings.push(`opencode attach process ${pid} survived SIGKILL`);
+  const ours = () => isOurAttach(pid, owner.sessionId);
+  // Its children go first, while the attach is alive to vouch for them: a child whose parent is still our verified
+  // attach is its child, whereas a listed pid whose process has exited may since belong to anyone, and once the
+  // attach is gone its orphans cannot be told from other processes. Both are re-checked before every signal.
+  const children = await childPids(pid);
+  await Promise.all(
+    children.map((child) =>
+      terminateProcess(child, undefined, async () => (await parentPid(child)) === pid && (await ours())),
+    ),
+  );
+  const gone = await terminateProcess(pid, undefined, ours);
+  if (!gone && (await ours())) warnings.push(`opencode attach process ${pid} survived SIGKILL`);
   return warnings;
 }

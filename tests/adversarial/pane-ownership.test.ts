@@ -4,10 +4,17 @@
  * holds the agent's old id, and nothing we do for that agent may read it as the agent's or touch it.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
+import {
+  childPids,
+  processCommandLine,
+  processRunning,
+  terminateProcess,
+} from "../../src/edges/process-info.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import { ownsLivePane, type PaneRef } from "../../src/edges/tmux-api.ts";
 import {
@@ -28,6 +35,14 @@ import { toolCaller } from "../helpers/tools.ts";
 
 const SESSION_ID = "ses_owned_pane";
 const defaults = { ...paneTiming };
+
+async function waitFor(fn: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await fn())) {
+    if (Date.now() > deadline) throw new Error("timed out");
+    await Bun.sleep(10);
+  }
+}
 
 describe.skipIf(!hasTmux())("a pane id reused by a restarted tmux server is never the agent's", () => {
   let socket: string;
@@ -157,6 +172,59 @@ describe.skipIf(!hasTmux())("a pane id reused by a restarted tmux server is neve
     await new CheckedTooEarly().closePane(ref);
     await Bun.sleep(300);
     userPaneUntouched();
+  });
+});
+
+describe("the attach process is signalled only while it is ours", () => {
+  /** Processes these tests started, with the command line each had, so cleanup stops only those. */
+  const spawned: { pid: number; argv: string[] }[] = [];
+  afterEach(async () => {
+    Object.assign(paneTiming, defaults);
+    for (const { pid, argv } of spawned.splice(0)) {
+      await terminateProcess(
+        pid,
+        100,
+        async () => JSON.stringify(await processCommandLine(pid)) === JSON.stringify(argv),
+      );
+    }
+  });
+
+  async function closeWithAttach(children: number, script: string, ...args: string[]) {
+    const ctx = await makeTestContext();
+    paneTiming.exitGraceMs = 50;
+    const argv = ["sh", "-c", script, ...args, "attach", "--session", SESSION_ID];
+    const attach = Bun.spawn(argv, { stdio: ["ignore", "ignore", "ignore"] });
+    spawned.push({ pid: attach.pid, argv }, { pid: attach.pid, argv: ["sleep", "300"] });
+    try {
+      await waitFor(async () => (await childPids(attach.pid)).length >= children);
+      await closeAgentPane(ctx, { agentId: uuidv4(), sessionId: SESSION_ID, attachPid: attach.pid });
+    } finally {
+      await ctx.cleanup();
+    }
+    return attach.pid;
+  }
+
+  test("a pid that stops being our attach after SIGTERM gets no SIGKILL", async () => {
+    // On SIGTERM the process becomes another program under the same pid, as a reused pid would be.
+    const pid = await closeWithAttach(1, `trap 'exec sleep 300' TERM; while :; do sleep 0.05; done`);
+    expect(processRunning(pid)).toBe(true);
+    expect(await processCommandLine(pid)).toEqual(["sleep", "300"]);
+  });
+
+  test("a listed child whose parent is no longer our attach is not signalled", async () => {
+    const pidFile = path.join(tmpdir(), `oct-orphan-${process.pid}-${Date.now()}`);
+    // A child that ignores SIGTERM, and an attach that exits once its other child (sleep 2) is terminated: when its
+    // SIGKILL would be due, the first child is an orphan that nothing ties to our attach any more.
+    const pid = await closeWithAttach(
+      2,
+      `(trap '' TERM; exec sh -c 'echo $$ > "$1"; exec sleep 300' child "$0") & sleep 2; exit 0`,
+      pidFile,
+    );
+    const orphan = Number(readFileSync(pidFile, "utf8").trim());
+    rmSync(pidFile, { force: true });
+    spawned.push({ pid: orphan, argv: ["sleep", "300"] });
+    expect(processRunning(pid)).toBe(false);
+    expect(processRunning(orphan)).toBe(true);
   });
 });
 

@@ -67,7 +67,7 @@ describe.skipIf(!hasTmux())("confirmPaneStarted on real tmux", () => {
 
   test("a program called with attach arguments that is gone by execSettleMs is a failure too", async () => {
     Object.assign(paneTiming, { settleMs: 1_500, execSettleMs: 600 });
-    const pane = await open(["sh", "-c", "sleep 0.3; exit 1", "attach", SESSION_ID]);
+    const pane = await open(["sh", "-c", "sleep 0.3; exit 1", "attach", "--session", SESSION_ID]);
     await expect(confirmPaneStarted(ctx, pane, SESSION_ID)).rejects.toThrow("exited right away");
   });
 
