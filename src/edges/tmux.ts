@@ -290,7 +290,8 @@ export class TmuxCli implements TmuxApi {
     const [paneId, pidText, windowId, server] = created.trim().split("\t");
     const panePid = Number(pidText);
     if (
-      !paneId?.startsWith("%") ||
+      !paneId ||
+      !/^%\d+$/.test(paneId) ||
       !windowId?.startsWith("@") ||
       !Number.isInteger(panePid) ||
       panePid <= 0 ||
@@ -321,8 +322,17 @@ export class TmuxCli implements TmuxApi {
     try {
       await this.must(spec.socket, commandSequence(setup));
     } catch (error) {
-      // A half-configured pane would still run the command; the caller expects all or nothing.
-      await this.run(spec.socket, ["kill-pane", "-t", paneId]).catch(() => {});
+      // A half-configured pane would still run the command; the caller expects all or nothing. It may lack its
+      // @agent_id yet, so only the server it was created on vouches for the id (checked inside tmux, as ifOwned does).
+      const sameServer = `#{==:${SERVER_FORMAT},${server}}`;
+      await this.run(spec.socket, [
+        "if-shell",
+        "-F",
+        "-t",
+        paneId,
+        sameServer,
+        `kill-pane -t ${paneId}`,
+      ]).catch(() => {});
       throw error;
     }
     return { paneId, panePid, server };
