@@ -51,6 +51,8 @@ export async function benchDetectDefault(quick: boolean): Promise<Figure[]> {
         }));
         const agent = team.agents[0];
         if (!agent) throw new Error("no agent");
+        // As spawn marks it: a pane without the agent's @agent_id is not the agent's, and the sweep says so at once.
+        tmux.tmux(socket, ["set-option", "-p", "-t", paneId, "@agent_id", agent.agentId]);
         ctx.server.addSession({ id: agent.sessionId });
         ctx.local.addSession({ id: leaderSession("det") });
         const sweeper = new StaleSweeper(ctx);

@@ -24,6 +24,18 @@ export async function processCommandLine(pid: number): Promise<string[] | undefi
   }
 }
 
+/** The parent pid of a running process (Linux only); undefined when it is gone or cannot be read. */
+export async function parentPid(pid: number): Promise<number | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+    // Field 4 is the parent pid; the command name before it is parenthesised and may contain spaces.
+    const parent = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    return Number.isInteger(parent) ? parent : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Direct children of `pid` (Linux only; [] elsewhere): what an attach process may have started. */
 export async function childPids(pid: number): Promise<number[]> {
   let entries: string[];
@@ -37,14 +49,7 @@ export async function childPids(pid: number): Promise<number[]> {
     entries
       .filter((entry) => /^\d+$/.test(entry))
       .map(async (entry) => {
-        try {
-          const stat = await readFile(`/proc/${entry}/stat`, "utf8");
-          // Field 4 is the parent pid; the command name before it is parenthesised and may contain spaces.
-          const afterName = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-          if (Number(afterName[1]) === pid) children.push(Number(entry));
-        } catch {
-          // exited while we looked
-        }
+        if ((await parentPid(Number(entry))) === pid) children.push(Number(entry));
       }),
   );
   return children;
@@ -79,11 +84,21 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
-/** SIGTERM, then SIGKILL after `graceMs`; true once the process is gone. */
-export async function terminateProcess(pid: number, graceMs = 1_000): Promise<boolean> {
+/**
+ * SIGTERM, then SIGKILL after `graceMs`; true once the process is gone. `isOurs`, when given, is asked right before
+ * each signal, as the pid may have passed to another process meanwhile: once it says no, nothing more is sent and the
+ * result is false.
+ */
+export async function terminateProcess(
+  pid: number,
+  graceMs = 1_000,
+  isOurs: () => Promise<boolean> = async () => true,
+): Promise<boolean> {
   if (!processRunning(pid)) return true;
+  if (!(await isOurs())) return false;
   signal(pid, "SIGTERM");
   if (await waitGone(pid, graceMs)) return true;
+  if (!(await isOurs())) return false;
   signal(pid, "SIGKILL");
   return waitGone(pid, 2_000);
 }

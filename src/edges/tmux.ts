@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { PaneRef, PaneSpec, TmuxApi } from "./tmux-api.ts";
+import { type LivePanes, ownsLivePane, type PaneRef, type PaneSpec, type TmuxApi } from "./tmux-api.ts";
 
 export class TmuxError extends Error {
   override name = "TmuxError";
@@ -14,7 +14,14 @@ interface RunResult {
 /** Size of a detached team session before anyone attaches: tmux's 80x24 default leaves no room for several panes. */
 const DETACHED_WIDTH = 240;
 const DETACHED_HEIGHT = 64;
-const PANE_FORMAT = "#{pane_id}\t#{pane_pid}\t#{window_id}";
+/** Identity of a tmux server: its pid and start time (seconds) differ after a restart, when pane ids start over. */
+const SERVER_FORMAT = "#{pid}:#{start_time}";
+const PANE_FORMAT = `#{pane_id}\t#{pane_pid}\t#{window_id}\t${SERVER_FORMAT}`;
+/** What decides whose a pane is; `@agent_id` last, as a user could set it to anything (tabs included). */
+const OWNER_FORMAT = `#{pane_id}\t#{pane_dead}\t${SERVER_FORMAT}\t#{@agent_id}`;
+/** Printed by the checked action (see ifOwned) when the pane was the agent's and the action ran. */
+const OWNED_MARK = "oct-owned";
+const NO_PANE = /can't find|no server running|not found|error connecting|no such file/i;
 /** Pane titles can be overwritten by the program in the pane (OSC 2), so the border prefers our own option. */
 const BORDER_FORMAT = " #{?#{@agent_name},#{@agent_name},#{pane_title}} ";
 
@@ -76,6 +83,35 @@ export function commandSequence(commands: readonly (readonly string[])[]): strin
     ...(index > 0 ? [";"] : []),
     ...command.map((arg) => (arg.endsWith(";") ? `${arg.slice(0, -1)}\\;` : arg)),
   ]);
+}
+
+interface OwnerLine {
+  paneId: string;
+  dead: boolean;
+  server: string;
+  agentId: string;
+}
+
+function parseOwnerLine(line: string): OwnerLine | undefined {
+  const [paneId, dead, server, ...agentId] = line.split("\t");
+  if (paneId === undefined || dead === undefined || server === undefined) return undefined;
+  return { paneId, dead: dead !== "0", server, agentId: agentId.join("\t") };
+}
+
+/**
+ * The tmux format that is true only while the pane is the agent's (see PaneRef), or undefined when a recorded value
+ * is not of the shape we write (a damaged record): such values never go into a tmux command, and the pane is
+ * treated as not the agent's.
+ */
+function ownershipCondition(ref: PaneRef): string | undefined {
+  if (!/^%\d+$/.test(ref.paneId) || !/^[A-Za-z0-9_-]+$/.test(ref.agentId)) return undefined;
+  if (ref.server !== undefined && !/^\d+:\d+$/.test(ref.server)) return undefined;
+  const checks = [
+    `#{==:#{pane_id},${ref.paneId}}`,
+    `#{==:#{@agent_id},${ref.agentId}}`,
+    ...(ref.server === undefined ? [] : [`#{==:${SERVER_FORMAT},${ref.server}}`]),
+  ];
+  return checks.reduce((all, check) => `#{&&:${all},${check}}`);
 }
 
 export class TmuxCli implements TmuxApi {
@@ -207,13 +243,13 @@ export class TmuxCli implements TmuxApi {
     return undefined;
   }
 
-  async openPane(spec: PaneSpec): Promise<{ paneId: string; panePid: number }> {
+  async openPane(spec: PaneSpec): Promise<{ paneId: string; panePid: number; server: string }> {
     if (spec.command.length === 0) throw new TmuxError("a pane needs a command");
     const key = `${spec.socket ?? ""}\u0000${spec.session}\u0000${spec.window}`;
     return this.serial(key, () => this.openPaneNow(spec));
   }
 
-  private async openPaneNow(spec: PaneSpec): Promise<{ paneId: string; panePid: number }> {
+  private async openPaneNow(spec: PaneSpec): Promise<{ paneId: string; panePid: number; server: string }> {
     const env = spec.env ?? {};
     const format = ["-P", "-F", PANE_FORMAT];
     // tmux runs a multi-word command with execvp, no shell, but hands a lone word to `sh -c`: wrap that one so its
@@ -251,9 +287,17 @@ export class TmuxCli implements TmuxApi {
         throw error;
       }
     }
-    const [paneId, pidText, windowId] = created.trim().split("\t");
+    const [paneId, pidText, windowId, server] = created.trim().split("\t");
     const panePid = Number(pidText);
-    if (!paneId?.startsWith("%") || !windowId?.startsWith("@") || !Number.isInteger(panePid) || panePid <= 0)
+    if (
+      !paneId ||
+      !/^%\d+$/.test(paneId) ||
+      !windowId?.startsWith("@") ||
+      !Number.isInteger(panePid) ||
+      panePid <= 0 ||
+      !server ||
+      !/^\d+:\d+$/.test(server)
+    )
       throw new TmuxError(`tmux did not report the new pane: ${JSON.stringify(created.trim())}`);
     // One tmux invocation for the whole set-up: each tmux run is a process start, and a spawn is waiting on them.
     const setup: string[][] = [
@@ -278,53 +322,79 @@ export class TmuxCli implements TmuxApi {
     try {
       await this.must(spec.socket, commandSequence(setup));
     } catch (error) {
-      // A half-configured pane would still run the command; the caller expects all or nothing.
-      await this.run(spec.socket, ["kill-pane", "-t", paneId]).catch(() => {});
+      // A half-configured pane would still run the command; the caller expects all or nothing. It may lack its
+      // @agent_id yet, so only the server it was created on vouches for the id (checked inside tmux, as ifOwned does).
+      const sameServer = `#{==:${SERVER_FORMAT},${server}}`;
+      await this.run(spec.socket, [
+        "if-shell",
+        "-F",
+        "-t",
+        paneId,
+        sameServer,
+        `kill-pane -t ${paneId}`,
+      ]).catch(() => {});
       throw error;
     }
-    return { paneId, panePid };
+    return { paneId, panePid, server };
   }
 
   async paneState(ref: PaneRef): Promise<"alive" | "gone" | "unknown"> {
     let result: RunResult;
     try {
-      result = await this.run(ref.socket, [
-        "display-message",
-        "-p",
-        "-t",
-        ref.paneId,
-        "#{pane_id} #{pane_dead}",
-      ]);
+      result = await this.run(ref.socket, ["display-message", "-p", "-t", ref.paneId, OWNER_FORMAT]);
     } catch {
       return "unknown";
     }
-    if (result.code !== 0) {
-      // A missing pane and a server that is not running both mean the pane is gone.
-      return /can't find|no server running|not found|error connecting|no such file/i.test(result.stderr)
-        ? "gone"
-        : "unknown";
-    }
-    const [id, dead] = result.stdout.trim().split(" ");
-    if (id !== ref.paneId) return "gone";
-    return dead === "1" ? "gone" : "alive";
+    // A missing pane and a server that is not running both mean the pane is gone.
+    if (result.code !== 0) return NO_PANE.test(result.stderr) ? "gone" : "unknown";
+    const line = parseOwnerLine(result.stdout.replace(/\n$/, ""));
+    if (!line) return "unknown";
+    // tmux answers for a pane id it no longer has with empty fields, not an error.
+    if (line.paneId !== ref.paneId) return "gone";
+    const live: LivePanes = { server: line.server, owners: new Map([[line.paneId, line.agentId]]) };
+    return ownsLivePane(live, ref) && !line.dead ? "alive" : "gone";
   }
 
-  async livePanes(socket: string | undefined): Promise<Set<string> | undefined> {
+  async livePanes(socket: string | undefined): Promise<LivePanes | undefined> {
     let result: RunResult;
     try {
-      result = await this.run(socket, ["list-panes", "-a", "-F", "#{pane_id} #{pane_dead}"]);
+      result = await this.run(socket, ["list-panes", "-a", "-F", OWNER_FORMAT]);
     } catch {
       return undefined;
     }
     if (result.code !== 0) {
-      return /no server running|error connecting|no such file/i.test(result.stderr) ? new Set() : undefined;
+      return /no server running|error connecting|no such file/i.test(result.stderr)
+        ? { server: undefined, owners: new Map() }
+        : undefined;
     }
-    const live = new Set<string>();
-    for (const line of result.stdout.split("\n")) {
-      const [id, dead] = line.trim().split(" ");
-      if (id && dead === "0") live.add(id);
+    const live: LivePanes = { server: undefined, owners: new Map() };
+    for (const text of result.stdout.split("\n")) {
+      const line = parseOwnerLine(text);
+      if (!line?.paneId) continue;
+      live.server = line.server;
+      if (!line.dead) live.owners.set(line.paneId, line.agentId);
     }
     return live;
+  }
+
+  /**
+   * Run `commands` only if the pane is the agent's at that moment; true when they ran. The check and the commands
+   * are one `if-shell -F` evaluated inside the tmux server, so a pane id that changes hands between a separate check
+   * and the action (a restarted server reuses ids) is never touched.
+   */
+  private async ifOwned(ref: PaneRef, commands: string[][]): Promise<boolean> {
+    const condition = ownershipCondition(ref);
+    if (condition === undefined) return false;
+    const action = [["display-message", "-p", OWNED_MARK], ...commands]
+      .map((command) => command.map(quoteTmuxArg).join(" "))
+      .join(" ; ");
+    const result = await this.run(ref.socket, ["if-shell", "-F", "-t", ref.paneId, condition, action]);
+    if (result.code !== 0 && !NO_PANE.test(result.stderr)) {
+      throw new TmuxError(
+        `tmux ${commands[0]?.[0]} failed: ${result.stderr.trim() || `exit ${result.code}`}`,
+      );
+    }
+    return result.stdout.split("\n").includes(OWNED_MARK);
   }
 
   async sendText(ref: PaneRef, text: string): Promise<void> {
@@ -332,31 +402,43 @@ export class TmuxCli implements TmuxApi {
     // stdin so the text never shows in argv and has no length limit.
     const buffer = `oct-${randomBytes(6).toString("hex")}`;
     await this.must(ref.socket, ["load-buffer", "-b", buffer, "-"], text);
+    let pasted = false;
     try {
-      await this.must(ref.socket, ["paste-buffer", "-p", "-d", "-b", buffer, "-t", ref.paneId]);
-    } catch (error) {
-      await this.run(ref.socket, ["delete-buffer", "-b", buffer]).catch(() => {});
-      throw error;
+      pasted = await this.ifOwned(ref, [
+        ["paste-buffer", "-p", "-d", "-b", buffer, "-t", ref.paneId],
+        ["send-keys", "-t", ref.paneId, "Enter"],
+      ]);
+    } finally {
+      if (!pasted) await this.run(ref.socket, ["delete-buffer", "-b", buffer]).catch(() => {});
     }
-    await this.must(ref.socket, ["send-keys", "-t", ref.paneId, "Enter"]);
+    if (!pasted) {
+      throw new TmuxError(
+        `pane ${ref.paneId} is gone or no longer this agent's (tmux reuses pane ids after a restart); nothing was typed`,
+      );
+    }
   }
 
   async closePane(ref: PaneRef, options: { interrupt?: boolean } = {}): Promise<void> {
     if ((await this.paneState(ref)) === "gone") return;
     if (options.interrupt !== false) {
       // `opencode attach` may ignore SIGHUP: interrupt it first, then remove the pane.
-      await this.run(ref.socket, ["send-keys", "-t", ref.paneId, "C-c"]);
+      if (!(await this.ifOwned(ref, [["send-keys", "-t", ref.paneId, "C-c"]]))) return;
       await Bun.sleep(100);
     }
-    const killed = await this.run(ref.socket, ["kill-pane", "-t", ref.paneId]);
+    let failure = "";
+    try {
+      if (!(await this.ifOwned(ref, [["kill-pane", "-t", ref.paneId]]))) return;
+    } catch (error) {
+      failure = error instanceof Error ? error.message : String(error);
+    }
     for (let i = 0; i < 20; i++) {
       const state = await this.paneState(ref);
       if (state === "gone") return;
-      if (state === "unknown" && killed.code !== 0) break;
+      if (state === "unknown" && failure) break;
       await Bun.sleep(50);
     }
     throw new TmuxError(
-      `tmux kill-pane ${ref.paneId} did not remove the pane${killed.stderr.trim() ? `: ${killed.stderr.trim()}` : ""}`,
+      `tmux kill-pane ${ref.paneId} did not remove the pane${failure ? `: ${failure}` : ""}`,
     );
   }
 }

@@ -1,6 +1,13 @@
 import path from "node:path";
 import { serverAuthFromEnv } from "../edges/opencode-client.ts";
-import { childPids, processCommandLine, terminateProcess, waitForExit } from "../edges/process-info.ts";
+import {
+  childPids,
+  parentPid,
+  processCommandLine,
+  terminateProcess,
+  waitForExit,
+} from "../edges/process-info.ts";
+import type { PaneRef } from "../edges/tmux-api.ts";
 import { withFileLock } from "../state/lock.ts";
 import type { AgentRole, TmuxPlacement } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
@@ -40,6 +47,7 @@ export interface AgentPaneInput {
 }
 
 export interface AgentPane {
+  agentId: string;
   paneId: string;
   attachPid: number;
   placement: TmuxPlacement;
@@ -83,7 +91,7 @@ export async function openAgentPane(ctx: TeamsContext, input: AgentPaneInput): P
   ];
   const lockFile = path.join(ctx.store.paths.teamDir(input.teamName), "tmux");
   const openedAt = Date.now();
-  const { paneId, panePid } = await withFileLock(
+  const { paneId, panePid, server } = await withFileLock(
     lockFile,
     () =>
       ctx.edges.tmux.openPane({
@@ -103,7 +111,15 @@ export async function openAgentPane(ctx: TeamsContext, input: AgentPaneInput): P
       }),
     ctx.store.lockTiming,
   );
-  return { paneId, attachPid: panePid, placement, openedAt, command: command[0] ?? "opencode" };
+  return {
+    agentId: input.agentId,
+    paneId,
+    attachPid: panePid,
+    // The server's identity goes into the record with the pane: a restarted tmux server reuses pane ids.
+    placement: { ...placement, server },
+    openedAt,
+    command: command[0] ?? "opencode",
+  };
 }
 
 /**
@@ -124,12 +140,13 @@ export async function confirmPaneStarted(
     if (await isOurAttach(pane.attachPid, sessionId)) return;
     await sleepUntil(Math.min(Date.now() + SETTLE_POLL_MS, settledAt));
   }
-  if ((await ctx.edges.tmux.paneState({ socket: pane.placement.socket, paneId: pane.paneId })) === "gone") {
+  if ((await ctx.edges.tmux.paneState(agentPaneRef(paneOwner(sessionId, pane)))) === "gone") {
     throw new Error(`the pane's command exited right away; is '${pane.command}' a runnable opencode binary?`);
   }
 }
 
 export interface PaneOwner {
+  agentId: string;
   sessionId: string;
   paneId?: string;
   attachPid?: number;
@@ -137,20 +154,47 @@ export interface PaneOwner {
 }
 
 /** The pane just opened for `sessionId`, as closeAgentPane takes it. */
-export function paneOwner(sessionId: string, pane: AgentPane): PaneOwner {
-  return { sessionId, paneId: pane.paneId, attachPid: pane.attachPid, tmux: pane.placement };
+export function paneOwner(sessionId: string, pane: AgentPane): PaneOwner & { paneId: string } {
+  return {
+    agentId: pane.agentId,
+    sessionId,
+    paneId: pane.paneId,
+    attachPid: pane.attachPid,
+    tmux: pane.placement,
+  };
+}
+
+type PaneOwnerRef = Pick<PaneOwner, "agentId" | "paneId" | "tmux">;
+
+/**
+ * How tmux is asked about an agent's pane: every read and action checks the pane is still the agent's (its
+ * `@agent_id`, and the tmux server it opened on), since a restarted tmux server hands the same ids to other panes.
+ */
+export function agentPaneRef(owner: PaneOwnerRef & { paneId: string }): PaneRef;
+export function agentPaneRef(owner: PaneOwnerRef): PaneRef | undefined;
+export function agentPaneRef(owner: PaneOwnerRef): PaneRef | undefined {
+  if (owner.paneId === undefined) return undefined;
+  return {
+    socket: owner.tmux?.socket,
+    paneId: owner.paneId,
+    agentId: owner.agentId,
+    ...(owner.tmux?.server === undefined ? {} : { server: owner.tmux.server }),
+  };
 }
 
 /** Whether a pid still runs the `opencode attach` we started for this session (a reused pid belongs to someone else). */
 async function isOurAttach(pid: number, sessionId: string): Promise<boolean> {
   const argv = await processCommandLine(pid);
-  return argv?.includes("attach") === true && argv.includes(sessionId);
+  return (
+    argv?.includes("attach") === true &&
+    argv.some((arg, index) => arg === "--session" && argv[index + 1] === sessionId)
+  );
 }
 
 /**
- * Close an agent's pane (C-c unless `interrupt` is false, then kill-pane) and make sure its `opencode attach` process is gone: a survivor is
- * signalled by the pid we recorded, and only while that pid still runs attach on this agent's session.
- * Returns warnings for whatever could not be cleaned up.
+ * Close an agent's pane (C-c unless `interrupt` is false, then kill-pane; only while the pane is still the agent's)
+ * and make sure its `opencode attach` process is gone: a survivor is signalled by the pid we recorded, and only while
+ * that pid still runs attach on this agent's session. Returns warnings for whatever could not be cleaned up.
  */
 export async function closeAgentPane(
   ctx: TeamsContext,
@@ -158,12 +202,13 @@ export async function closeAgentPane(
   options: { interrupt?: boolean } = {},
 ): Promise<string[]> {
   const warnings: string[] = [];
-  if (owner.paneId) {
+  const ref = agentPaneRef(owner);
+  if (ref) {
     try {
-      await ctx.edges.tmux.closePane({ socket: owner.tmux?.socket, paneId: owner.paneId }, options);
+      await ctx.edges.tmux.closePane(ref, options);
     } catch (error) {
       warnings.push(
-        `Could not close pane ${owner.paneId}: ${error instanceof Error ? error.message : String(error)}`,
+        `Could not close pane ${ref.paneId}: ${error instanceof Error ? error.message : String(error)}`,
       );
     }
   }
@@ -171,12 +216,18 @@ export async function closeAgentPane(
   if (pid === undefined) return warnings;
   if (await waitForExit(pid, paneTiming.exitGraceMs)) return warnings;
   if (!(await isOurAttach(pid, owner.sessionId))) return warnings;
-  const children = await childPids(pid);
   ctx.log("warn", `opencode attach ${pid} outlived its pane; terminating it`, { sessionId: owner.sessionId });
-  const [gone] = await Promise.all([
-    terminateProcess(pid),
-    ...children.map((child) => terminateProcess(child)),
-  ]);
-  if (!gone) warnings.push(`opencode attach process ${pid} survived SIGKILL`);
+  const ours = () => isOurAttach(pid, owner.sessionId);
+  // Its children go first, while the attach is alive to vouch for them: a child whose parent is still our verified
+  // attach is its child, whereas a listed pid whose process has exited may since belong to anyone, and once the
+  // attach is gone its orphans cannot be told from other processes. Both are re-checked before every signal.
+  const children = await childPids(pid);
+  await Promise.all(
+    children.map((child) =>
+      terminateProcess(child, undefined, async () => (await parentPid(child)) === pid && (await ours())),
+    ),
+  );
+  const gone = await terminateProcess(pid, undefined, ours);
+  if (!gone && (await ours())) warnings.push(`opencode attach process ${pid} survived SIGKILL`);
   return warnings;
 }

@@ -9,6 +9,7 @@ import { assertTeamName } from "../state/paths.ts";
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
 import {
   type AgentPane,
+  agentPaneRef,
   closeAgentPane,
   confirmPaneStarted,
   openAgentPane,
@@ -225,7 +226,7 @@ export async function deliverPrompt(
       // Keystrokes sent before `opencode attach` has drawn its prompt are lost.
       const readyAt = (pane.openedAt ?? 0) + paneTiming.tuiReadyMs;
       if (Date.now() < readyAt) await Bun.sleep(readyAt - Date.now());
-      await ctx.edges.tmux.sendText({ socket: pane.socket, paneId: pane.paneId }, text);
+      await ctx.edges.tmux.sendText(pane, text);
       if (await landed(api, sessionId, before, Math.max(delay * 3, paneTiming.settleMs))) {
         return { delivery: "pane", problems };
       }
@@ -411,7 +412,7 @@ export async function launchAgent(
         : {
             pane: async () => {
               const opened = await openPane();
-              return { socket: opened.placement.socket, paneId: opened.paneId, openedAt: opened.openedAt };
+              return { ...agentPaneRef(paneOwner(sessionId, opened)), openedAt: opened.openedAt };
             },
           }),
     });

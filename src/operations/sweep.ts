@@ -1,7 +1,9 @@
 import type { OpencodeApi, SessionActivity } from "../edges/opencode-api.ts";
+import { type LivePanes, ownsLivePane, type PaneRef } from "../edges/tmux-api.ts";
 import { mapLimit } from "../map-limit.ts";
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
 import { type AgentView, type BatchChange, effectiveHeartbeatTs } from "../state/team-store.ts";
+import { agentPaneRef } from "./agent-pane.ts";
 import type { TeamsContext } from "./context.ts";
 import { isLive, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactive } from "./inactive.ts";
@@ -88,9 +90,10 @@ export class StaleSweeper {
   private readonly skipUntil = new Map<string, number>();
   /**
    * `team/agentId` -> the pane of a running agent the sweep has read. Every sweep checks these, fresh agents too: a
-   * closed pane means the user stopped the agent, though its session on the server may still be heartbeating.
+   * closed pane means the user stopped the agent, though its session on the server may still be heartbeating. A pane
+   * id that now names a pane that is not the agent's (a restarted tmux server) counts as closed.
    */
-  private readonly panes = new Map<string, { socket: string | undefined; paneId: string }>();
+  private readonly panes = new Map<string, PaneRef>();
 
   constructor(private readonly ctx: TeamsContext) {}
 
@@ -117,7 +120,7 @@ export class StaleSweeper {
       return facts;
     };
     // One `tmux list-panes -a` per tmux server per sweep, however many agents and teams share it.
-    const paneLists = new Map<string, Promise<Set<string> | undefined>>();
+    const paneLists = new Map<string, Promise<LivePanes | undefined>>();
     const livePanes = (socket: string | undefined) => {
       const key = socket ?? "";
       let list = paneLists.get(key);
@@ -171,7 +174,7 @@ export class StaleSweeper {
     teamName: string,
     report: SweepReport,
     serverFacts: () => Promise<ServerFacts>,
-    livePanes: (socket: string | undefined) => Promise<Set<string> | undefined>,
+    livePanes: (socket: string | undefined) => Promise<LivePanes | undefined>,
   ): Promise<void> {
     const { ctx } = this;
     const read = await ctx.store.readTeam(teamName);
@@ -220,8 +223,8 @@ export class StaleSweeper {
         continue;
       }
       report.checked++;
-      if (view.state.paneId)
-        this.panes.set(key, { socket: view.state.tmux?.socket, paneId: view.state.paneId });
+      const paneRef = agentPaneRef(view.state);
+      if (paneRef) this.panes.set(key, paneRef);
       const freshUntil = Date.parse(view.heartbeatTs) + threshold;
       // A gone pane goes to the verdict, which confirms it and declares the agent dead whatever its heartbeat says.
       if (now > freshUntil || paneGone.has(view.state.agentId)) stale.push(view);
@@ -280,18 +283,18 @@ export class StaleSweeper {
     report.delivered += await deliverPending(ctx, team, this.settledNotices);
   }
 
-  /** Agents of the team whose known pane is no longer on its tmux server. */
+  /** Agents of the team whose known pane is no longer on its tmux server, or no longer theirs. */
   private async panesGone(
     teamName: string,
     ids: readonly string[],
-    livePanes: (socket: string | undefined) => Promise<Set<string> | undefined>,
+    livePanes: (socket: string | undefined) => Promise<LivePanes | undefined>,
   ): Promise<Set<string>> {
     const gone = new Set<string>();
     for (const agentId of ids) {
       const pane = this.panes.get(`${teamName}/${agentId}`);
       if (!pane) continue;
       const live = await livePanes(pane.socket);
-      if (live && !live.has(pane.paneId)) gone.add(agentId);
+      if (live && !ownsLivePane(live, pane)) gone.add(agentId);
     }
     return gone;
   }
@@ -311,10 +314,9 @@ export class StaleSweeper {
         };
       }
     }
-    if (state.paneId) {
-      const pane = await this.ctx.edges.tmux
-        .paneState({ socket: state.tmux?.socket, paneId: state.paneId })
-        .catch(() => "unknown" as const);
+    const paneRef = agentPaneRef(state);
+    if (paneRef) {
+      const pane = await this.ctx.edges.tmux.paneState(paneRef).catch(() => "unknown" as const);
       if (pane === "gone")
         return { kind: "dead", cause: "pane_gone", reason: `its tmux pane ${state.paneId} is gone` };
     }

@@ -61,6 +61,11 @@ export const TmuxPlacementSchema = z.object({
   socket: z.string().optional(),
   session: z.string(),
   window: z.string(),
+  /**
+   * Identity of the tmux server the pane opened on (`<server pid>:<start time>`): pane ids restart after a tmux
+   * restart, so a pane on another server is never the agent's. Absent in records written before it was kept.
+   */
+  server: z.string().optional(),
 });
 export type TmuxPlacement = z.infer<typeof TmuxPlacementSchema>;
 

@@ -13,6 +13,7 @@ import { hasTmux, killServer, tmuxSocketName } from "./harness/tmux.ts";
 import { removeSocketFile } from "./tmux-socket-file.ts";
 
 const SESSION_ID = "ses_settle_test";
+const AGENT_ID = "5b0c3f6e-4d1a-4c7e-9a52-1f3e2d4c5b6a";
 
 describe.skipIf(!hasTmux())("confirmPaneStarted on real tmux", () => {
   let socket: string;
@@ -39,8 +40,21 @@ describe.skipIf(!hasTmux())("confirmPaneStarted on real tmux", () => {
 
   async function open(command: string[]): Promise<AgentPane> {
     const openedAt = Date.now();
-    const { paneId, panePid } = await cli.openPane({ ...placement(), cwd: root, command, title: "settle" });
-    return { paneId, attachPid: panePid, placement: placement(), openedAt, command: command[0] ?? "" };
+    const { paneId, panePid, server } = await cli.openPane({
+      ...placement(),
+      cwd: root,
+      command,
+      title: "settle",
+      options: { agent_id: AGENT_ID },
+    });
+    return {
+      agentId: AGENT_ID,
+      paneId,
+      attachPid: panePid,
+      placement: { ...placement(), server },
+      openedAt,
+      command: command[0] ?? "",
+    };
   }
 
   test("a command that dies before the settle time is a pane failure naming it", async () => {
@@ -53,13 +67,20 @@ describe.skipIf(!hasTmux())("confirmPaneStarted on real tmux", () => {
 
   test("a program called with attach arguments that is gone by execSettleMs is a failure too", async () => {
     Object.assign(paneTiming, { settleMs: 1_500, execSettleMs: 600 });
-    const pane = await open(["sh", "-c", "sleep 0.3; exit 1", "attach", SESSION_ID]);
+    const pane = await open(["sh", "-c", "sleep 0.3; exit 1", "attach", "--session", SESSION_ID]);
     await expect(confirmPaneStarted(ctx, pane, SESSION_ID)).rejects.toThrow("exited right away");
   });
 
   test("a process running attach on the session is believed after execSettleMs, not the whole settle time", async () => {
     paneTiming.settleMs = 20_000;
-    const pane = await open([process.execPath, "-e", "setTimeout(() => {}, 30000)", "attach", SESSION_ID]);
+    const pane = await open([
+      process.execPath,
+      "-e",
+      "setTimeout(() => {}, 30000)",
+      "attach",
+      "--session",
+      SESSION_ID,
+    ]);
     const started = Date.now();
     await confirmPaneStarted(ctx, pane, SESSION_ID);
     // Far below the 20 s the fallback would wait: the early path was taken.

@@ -13,6 +13,7 @@ import { hasTmux, killServer, listPanes, tmux, tmuxSocketName } from "./harness/
 import { removeSocketFile } from "./tmux-socket-file.ts";
 
 const HOSTILE = `we ird $HOME;'q"\`x\` #{pane_id}#(touch PWNED) ##`;
+const AGENT_ID = "0f4e8c2a-7b1d-4e5f-8a9b-3c2d1e0f4a5b";
 
 async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -86,7 +87,7 @@ describe.skipIf(!hasTmux())("TmuxCli on real tmux", () => {
     expect(show("#{pane_pid}")).toBe(String(panePid));
     // The secret went to tmux on stdin, so the pane's start command (what tmux shows) never contains it.
     expect(show("#{pane_start_command}")).not.toContain("s3 cr");
-    expect(await cli.paneState({ socket, paneId })).toBe("alive");
+    expect(await cli.paneState({ socket, paneId, agentId: `id ${HOSTILE}` })).toBe("alive");
   });
 
   test("later panes split the team's window; other windows are left alone", async () => {
@@ -186,10 +187,11 @@ describe.skipIf(!hasTmux())("TmuxCli on real tmux", () => {
       cwd: root,
       command: ["sh", "-c", `stty -echo; cat > '${out}'`],
       title: "typing",
+      options: { agent_id: AGENT_ID },
     });
     await Bun.sleep(200);
     const text = `line one $HOME "q" 'q' \`x\`\nline two; #{pane_id}`;
-    await cli.sendText({ socket, paneId }, text);
+    await cli.sendText({ socket, paneId, agentId: AGENT_ID }, text);
     await waitFor(
       () =>
         existsSync(out) &&
@@ -207,15 +209,17 @@ describe.skipIf(!hasTmux())("TmuxCli on real tmux", () => {
       cwd: root,
       command: ["sleep", "300"],
       title: "doomed",
+      options: { agent_id: AGENT_ID },
     });
-    await cli.closePane({ socket, paneId });
-    expect(await cli.paneState({ socket, paneId })).toBe("gone");
+    const ref = { socket, paneId, agentId: AGENT_ID };
+    await cli.closePane(ref);
+    expect(await cli.paneState(ref)).toBe("gone");
     // Dead, not reaped: on a loaded machine tmux was seen leaving the killed process a zombie for over 5 s, which
     // a signal probe (pidAlive) still counts as alive.
     await waitFor(() => !processRunning(panePid));
-    expect(await cli.paneState({ socket, paneId: "%9999" })).toBe("gone");
-    await cli.closePane({ socket, paneId }); // idempotent
-    expect(await cli.paneState({ socket: `${socket}-never-started`, paneId: "%1" })).toBe("gone");
+    expect(await cli.paneState({ ...ref, paneId: "%9999" })).toBe("gone");
+    await cli.closePane(ref); // idempotent
+    expect(await cli.paneState({ ...ref, socket: `${socket}-never-started`, paneId: "%1" })).toBe("gone");
   });
 
   test("currentSession() names the session of $TMUX_PANE; undefined outside tmux", async () => {

@@ -67,6 +67,8 @@ test.skipIf(!hasTmux())(
     const agent = (await ctx.store.listAgentViews("alpha")).items.find(
       (v) => v.state.paneId === spawned.paneId,
     );
-    expect(agent?.state.tmux).toEqual({ session: "user", window: "team-alpha" });
+    // The user's own server, identified so a restarted one (pane ids start over) is never taken for it.
+    const server = tmux(socket, ["display-message", "-p", "#{pid}:#{start_time}"]).stdout.trim();
+    expect(agent?.state.tmux).toEqual({ session: "user", window: "team-alpha", server });
   },
 );

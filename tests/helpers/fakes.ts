@@ -1,6 +1,12 @@
 import type { Event } from "@opencode-ai/sdk";
 import type { ModelRef, OpencodeApi, SessionActivity, SessionUsage } from "../../src/edges/opencode-api.ts";
-import type { PaneRef, PaneSpec, TmuxApi } from "../../src/edges/tmux-api.ts";
+import {
+  type LivePanes,
+  ownsLivePane,
+  type PaneRef,
+  type PaneSpec,
+  type TmuxApi,
+} from "../../src/edges/tmux-api.ts";
 
 export interface FakeSession {
   id: string;
@@ -152,11 +158,18 @@ export interface FakePane {
   spec: PaneSpec;
   paneId: string;
   panePid: number;
+  /** Identity of the fake tmux server the pane lives on. */
+  server: string;
   alive: boolean;
   typed: string[];
+  /** C-c presses it received. */
+  interrupts: number;
 }
 
-/** An in-memory tmux. `installed = false` behaves like a PATH without tmux. */
+/**
+ * An in-memory tmux. `installed = false` behaves like a PATH without tmux. Like tmux, it numbers panes afresh after
+ * `restartServer()`, and a pane is an agent's only while its `@agent_id` option and server match the ref.
+ */
 export class FakeTmux implements TmuxApi {
   installed = true;
   failOpen = false;
@@ -166,6 +179,28 @@ export class FakeTmux implements TmuxApi {
   /** Called for text typed into a pane (e.g. to make the fake server see the typed prompt). */
   onType: ((pane: FakePane, text: string) => void) | undefined;
   private next = 1;
+  private serverStarts = 1;
+
+  get server(): string {
+    return `7000:${this.serverStarts}`;
+  }
+
+  /** What `tmux kill-server` and a new server do: every pane goes, and pane ids start over. */
+  restartServer(): void {
+    this.panes.clear();
+    this.serverStarts++;
+    this.next = 1;
+  }
+
+  private owned(ref: PaneRef): FakePane | undefined {
+    const pane = this.panes.get(ref.paneId);
+    if (!pane?.alive) return undefined;
+    const live: LivePanes = {
+      server: pane.server,
+      owners: new Map([[pane.paneId, pane.spec.options?.agent_id ?? ""]]),
+    };
+    return ownsLivePane(live, ref) ? pane : undefined;
+  }
 
   async available(): Promise<boolean> {
     return this.installed;
@@ -175,32 +210,44 @@ export class FakeTmux implements TmuxApi {
     return this.insideSession;
   }
 
-  async openPane(spec: PaneSpec): Promise<{ paneId: string; panePid: number }> {
+  async openPane(spec: PaneSpec): Promise<{ paneId: string; panePid: number; server: string }> {
     if (!this.installed) throw new Error("cannot run tmux: executable not found");
     if (this.failOpen) throw new Error("tmux split-window failed: no space for new pane");
     const paneId = `%${this.next++}`;
-    const pane: FakePane = { spec, paneId, panePid: 40_000 + this.next, alive: true, typed: [] };
+    const pane: FakePane = {
+      spec,
+      paneId,
+      panePid: 40_000 + this.next,
+      server: this.server,
+      alive: true,
+      typed: [],
+      interrupts: 0,
+    };
     this.panes.set(paneId, pane);
-    return { paneId, panePid: pane.panePid };
+    return { paneId, panePid: pane.panePid, server: pane.server };
   }
 
   async paneState(ref: PaneRef): Promise<"alive" | "gone" | "unknown"> {
     if (!this.installed) return "unknown";
-    return this.panes.get(ref.paneId)?.alive ? "alive" : "gone";
+    return this.owned(ref) ? "alive" : "gone";
   }
 
   /** How many times livePanes was asked (the sweep asks once per tmux server, not once per agent). */
   livePaneQueries = 0;
 
-  async livePanes(_socket: string | undefined): Promise<Set<string> | undefined> {
+  async livePanes(_socket: string | undefined): Promise<LivePanes | undefined> {
     this.livePaneQueries++;
     if (!this.installed) return undefined;
-    return new Set([...this.panes.values()].filter((pane) => pane.alive).map((pane) => pane.paneId));
+    const alive = [...this.panes.values()].filter((pane) => pane.alive);
+    return {
+      server: alive.length > 0 ? this.server : undefined,
+      owners: new Map(alive.map((pane) => [pane.paneId, pane.spec.options?.agent_id ?? ""])),
+    };
   }
 
   async sendText(ref: PaneRef, text: string): Promise<void> {
-    const pane = this.panes.get(ref.paneId);
-    if (!pane?.alive) throw new Error(`tmux send-keys failed: can't find pane ${ref.paneId}`);
+    const pane = this.owned(ref);
+    if (!pane) throw new Error(`pane ${ref.paneId} is gone or no longer this agent's; nothing was typed`);
     pane.typed.push(text);
     this.onType?.(pane, text);
   }
@@ -209,8 +256,10 @@ export class FakeTmux implements TmuxApi {
   closedWithoutInterrupt: string[] = [];
 
   async closePane(ref: PaneRef, options: { interrupt?: boolean } = {}): Promise<void> {
-    const pane = this.panes.get(ref.paneId);
-    if (pane) pane.alive = false;
+    const pane = this.owned(ref);
+    if (!pane) return;
     if (options.interrupt === false) this.closedWithoutInterrupt.push(ref.paneId);
+    else pane.interrupts++;
+    pane.alive = false;
   }
 }

@@ -110,9 +110,12 @@ describe("kill-agent force", () => {
   test("an attach process that outlives its pane is terminated by its recorded pid (and only ours)", async () => {
     const a = await spawnOne();
     // Stands in for `opencode attach ... --session <id>` that ignores SIGHUP and SIGTERM, with a child of its own.
-    const attach = Bun.spawn(["sh", "-c", 'trap "" HUP TERM; sleep 300 & wait', "attach", a.sessionId], {
-      stdio: ["ignore", "ignore", "ignore"],
-    });
+    const attach = Bun.spawn(
+      ["sh", "-c", 'trap "" HUP TERM; sleep 300 & wait', "attach", "--session", a.sessionId],
+      {
+        stdio: ["ignore", "ignore", "ignore"],
+      },
+    );
     const stranger = Bun.spawn(["sh", "-c", 'trap "" HUP TERM; exec sleep 300', "not-ours"], {
       stdio: ["ignore", "ignore", "ignore"],
     });

@@ -172,7 +172,12 @@ describe("spawn-agent: the flow", () => {
       session: "my work",
       window: "team-alpha",
     });
-    expect((await agentFile(inside.agentId))?.tmux).toEqual({ session: "my work", window: "team-alpha" });
+    // With the identity of the tmux server the pane opened on: pane ids start over when that server restarts.
+    expect((await agentFile(inside.agentId))?.tmux).toEqual({
+      session: "my work",
+      window: "team-alpha",
+      server: ctx.tmux.server,
+    });
 
     const isolated = await makeTestContext({ promptRetryDelayMs: 0, tmuxSocket: "oct-test" });
     try {

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
+import { v4 as uuidv4 } from "uuid";
 import { StaleSweeper } from "../../src/operations/sweep.ts";
 import { createTeam } from "../../src/operations/team.ts";
 import { addAgent } from "../helpers/agents.ts";
@@ -13,14 +14,28 @@ beforeEach(async () => {
 });
 afterEach(() => ctx.cleanup());
 
+/** A pane as openAgentPane opens it: marked with the agent's id. */
+function openAgentPane(agentId: string, name: string) {
+  return ctx.tmux.openPane({
+    session: "s",
+    window: "w",
+    cwd: "/",
+    command: ["x"],
+    title: name,
+    options: { agent_id: agentId },
+  });
+}
+
 async function withPane(name: string) {
-  const pane = await ctx.tmux.openPane({ session: "s", window: "w", cwd: "/", command: ["x"], title: name });
+  const agentId = uuidv4();
+  const pane = await openAgentPane(agentId, name);
   const session = ctx.server.addSession({ title: name });
   return addAgent(ctx, "alpha", {
+    agentId,
     name,
     sessionId: session.id,
     paneId: pane.paneId,
-    tmux: { session: "s", window: "w" },
+    tmux: { session: "s", window: "w", server: pane.server },
   });
 }
 
@@ -56,13 +71,7 @@ test("an agent read before spawn recorded its pane is read again, so its pane is
   const session = ctx.server.addSession({ title: "late" });
   const agent = await addAgent(ctx, "alpha", { name: "late", sessionId: session.id, headless: false });
   await sweeper.sweep();
-  const pane = await ctx.tmux.openPane({
-    session: "s",
-    window: "w",
-    cwd: "/",
-    command: ["x"],
-    title: "late",
-  });
+  const pane = await openAgentPane(agent.agentId, "late");
   await ctx.store.updateAgent("alpha", agent.agentId, (state) =>
     state ? { ...state, paneId: pane.paneId, tmux: { session: "s", window: "w" } } : undefined,
   );

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { v4 as uuidv4 } from "uuid";
 import { nextHeartbeat } from "../../src/operations/heartbeat.ts";
 import { type InactiveAgent, onAgentsInactive } from "../../src/operations/inactive.ts";
 import { StaleSweeper } from "../../src/operations/sweep.ts";
@@ -361,8 +362,16 @@ describe("stale sweep: facts before verdicts", () => {
   });
 
   test("tmux pane alive: an ordinary miss", async () => {
-    const pane = await ctx.tmux.openPane({ session: "s", window: "w", cwd: "/", command: ["x"], title: "t" });
-    const agent = await worker({ paneId: pane.paneId });
+    const agentId = uuidv4();
+    const pane = await ctx.tmux.openPane({
+      session: "s",
+      window: "w",
+      cwd: "/",
+      command: ["x"],
+      title: "t",
+      options: { agent_id: agentId },
+    });
+    const agent = await worker({ agentId, paneId: pane.paneId });
     ctx.clock.advance(61 * S);
     expect((await sweeper.sweep()).misses).toBe(1);
     expect((await state(agent)).status).toBe("active");
