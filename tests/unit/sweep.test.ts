@@ -493,7 +493,10 @@ describe("stale sweep: batching", () => {
         { teamName: "alpha", agentId: agent.agentId },
         agent.sessionId,
       );
-      expect(beat).toMatchObject({ success: false, error: "Agent is inactive. Requires re-spawn." });
+      expect(beat).toMatchObject({
+        success: false,
+        error: expect.stringContaining("Agent is inactive: you were declared inactive"),
+      });
     }
     ctx.clock.advance(15 * S);
     // The next sweep folds the journal into the agent files.
