@@ -98,6 +98,8 @@ export const AgentStateSchema = z.object({
   prompt: z.string(),
   headless: z.boolean().default(false),
   timeoutMinutes: z.number().positive().optional(),
+  /** Short name of the plan or epic the agent works under (spawn-agent `plan`), for history and listings. */
+  plan: z.string().optional(),
   resumes: z.string().optional(),
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
   outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),

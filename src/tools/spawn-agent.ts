@@ -28,6 +28,11 @@ export function spawnAgentTool(ctx: TeamsContext) {
       role: z.enum(["worker", "reviewer"]).default("worker").describe("Agent role within the team"),
       cwd: z.string().optional().describe("Working directory override. Defaults to project root."),
       headless: z.boolean().optional().describe("Run the agent on the server only, without a tmux pane"),
+      plan: z
+        .string()
+        .max(100)
+        .optional()
+        .describe("Short name of the plan or epic this agent works under; agent-history can filter by it"),
       timeoutMinutes: z
         .number()
         .positive()
