@@ -129,17 +129,6 @@ export const HeartbeatRecordSchema = z.object({
 });
 export type HeartbeatRecord = z.infer<typeof HeartbeatRecordSchema>;
 
-/**
- * Agent states changed together in one durable write (a sweep may change a thousand at once), keyed by agent id. An
- * entry holds for its agent only while the agent file is still the one it was made from (`base`, its fingerprint):
- * any later write of the agent file supersedes it.
- */
-export const AgentJournalSchema = z.object({
-  version,
-  entries: z.record(z.string(), z.object({ base: z.string(), state: AgentStateSchema })),
-});
-export type AgentJournal = z.infer<typeof AgentJournalSchema>;
-
 export const TaskStatusSchema = z.enum(["pending", "in_progress", "completed"]);
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 
