@@ -20,8 +20,8 @@ import type { TeamsContext } from "./context.ts";
 import { outcomeStatus } from "./history.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
 import { agentSessionTitle } from "./identity-prompt.ts";
-import { agentEnded, agentSpawned } from "./lifecycle.ts";
 import { CallerError, type Failure, fail, type OpResult } from "./result.ts";
+import { agentEnded, agentSpawned } from "./run-history.ts";
 import { recountActiveSessions } from "./server-sessions.ts";
 
 export interface SpawnAgentInput {

@@ -40,7 +40,6 @@ export const TeamMemberSchema = z.object({
   role: AgentRoleSchema,
   joinedAt: isoDate,
 });
-export type TeamMember = z.infer<typeof TeamMemberSchema>;
 
 export const TeamConfigSchema = z.object({
   version,
