@@ -5,6 +5,7 @@ import { HEARTBEAT_METADATA_MAX_KEYS, mergeMetadata } from "../../src/operations
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { agentOnDisk } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
@@ -27,11 +28,7 @@ beforeEach(async () => {
 });
 afterEach(() => ctx.cleanup());
 
-async function agentFile(agent: AgentState): Promise<AgentState> {
-  const read = await ctx.store.readAgent(agent.teamName, agent.agentId);
-  if (read.kind !== "ok") throw new Error(`agent ${agent.agentId} unreadable: ${read.kind}`);
-  return read.value;
-}
+const agentFile = (agent: AgentState) => agentOnDisk(ctx, agent);
 
 function beat(agent: AgentState, extra: Record<string, unknown> = {}, sessionId = agent.sessionId) {
   return call<Beat>("heartbeat", { agentId: agent.agentId, teamName: agent.teamName, ...extra }, sessionId);

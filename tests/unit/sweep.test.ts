@@ -9,14 +9,13 @@ import {
   AgentHistorySchema,
   type AgentState,
   type HistoryEntry,
-  type InboxMessage,
-  ServerInfoSchema,
   type TaskBoard,
 } from "../../src/state/schemas.ts";
-import { readJson, writeJson } from "../../src/state/store.ts";
+import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
+import { agentOnDisk, leaderInbox as inboxOfLeader, leadTeam } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
@@ -29,11 +28,7 @@ const S = 1_000;
 
 beforeEach(async () => {
   ctx = await makeTestContext();
-  call = toolCaller(ctx);
-  const created = await call<{ leaderAgentId: string }>("create-team", { teamName: "alpha" }, "ses_lead");
-  leaderId = created.leaderAgentId;
-  // The leader runs in this process: its session is on the local server.
-  leaderSession = ctx.local.addSession({ id: "ses_lead" });
+  ({ call, leaderSession, leaderId } = await leadTeam(ctx));
   sweeper = new StaleSweeper(ctx);
 });
 afterEach(() => ctx.cleanup());
@@ -50,15 +45,9 @@ async function history(): Promise<HistoryEntry[]> {
   return read.kind === "ok" ? read.value.entries : [];
 }
 
-async function state(agent: AgentState): Promise<AgentState> {
-  const read = await ctx.store.readAgent("alpha", agent.agentId);
-  if (read.kind !== "ok") throw new Error(`agent unreadable: ${read.kind}`);
-  return read.value;
-}
+const state = (agent: AgentState) => agentOnDisk(ctx, agent);
 
-async function leaderInbox(): Promise<InboxMessage[]> {
-  return (await ctx.store.readInbox("alpha", leaderId)).items;
-}
+const leaderInbox = () => inboxOfLeader(ctx);
 
 async function board(): Promise<TaskBoard> {
   const read = await ctx.store.readTasks("alpha");
@@ -494,16 +483,7 @@ describe("stale sweep: batching", () => {
   });
 
   test("ServerInfo.activeSessions is recounted when agents go inactive", async () => {
-    await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-      version: 1,
-      projectPath: ctx.projectRoot,
-      pid: process.pid,
-      port: 1,
-      hostname: "127.0.0.1",
-      startedAt: "2026-01-01T00:00:00.000Z",
-      activeSessions: 2,
-      logPath: "/tmp/x.log",
-    });
+    await recordServerInfo(ctx, 1, { activeSessions: 2 });
     await addAgent(ctx, "alpha", { name: "gone" });
     const alive = await worker({ name: "alive" });
     ctx.clock.advance(61 * S);
