@@ -147,7 +147,6 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
           if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
           await waitFor(
             async () => {
-              // Through the store: the sweep may have written the transition to the agent journal only.
               const read = await ctx.store.readAgent("bench", agent.agentId);
               return read.kind === "ok" && read.value.status === "inactive";
             },

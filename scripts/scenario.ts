@@ -260,7 +260,7 @@ async function readOk<T>(what: string, read: (what: string) => Promise<{ kind: s
   return result.value;
 }
 
-/** The agent as the store reads it: its file, or the agent journal's entry a sweep wrote over it. */
+/** The agent as the store reads it. */
 function readAgentFile(env: ScenarioEnv, agentId: string): Promise<AgentState> {
   return readOk(agentId, (id) => env.ctx.store.readAgent(TEAM, id));
 }

@@ -121,7 +121,7 @@ export async function heartbeat(
   );
   if (!exists) {
     await loadTeam(ctx, input.teamName);
-    return fail(`Agent '${input.agentId}' not found`);
+    return fail(notFound(input.agentId));
   }
   let outcome: OpResult<HeartbeatOutput> | undefined;
   try {
@@ -130,14 +130,24 @@ export async function heartbeat(
         store.readAgent(input.teamName, input.agentId),
         store.readHeartbeat(input.teamName, input.agentId),
       ]);
-      if (read.kind === "corrupt") return fail(`Agent '${input.agentId}' not found`, [read.warning]);
+      if (read.kind === "corrupt") return fail(notFound(input.agentId), [read.warning]);
       if (read.kind !== "ok") return undefined;
       const agent = read.value;
       if (agent.sessionId !== sessionId) {
-        return fail(`Agent '${input.agentId}' does not belong to this session`);
+        return fail(
+          `Agent '${input.agentId}' does not belong to this session: heartbeat only with your own agentId, from your identity at the top of your system prompt`,
+        );
       }
-      if (agent.status === "terminated") return fail("Cannot heartbeat for terminated agent");
-      if (agent.status === "inactive") return fail("Agent is inactive. Requires re-spawn.");
+      if (agent.status === "terminated") {
+        return fail(
+          `Cannot heartbeat for terminated agent: your run has ended (${agent.outcome ?? "terminated"}). Stop working and end your turn.`,
+        );
+      }
+      if (agent.status === "inactive") {
+        return fail(
+          `Agent is inactive: you were declared inactive (${agent.statusReason ?? "no sign of life"}) and your tasks went back to the team. Stop working and end your turn with a note of where you got to; the team leader can resume you.`,
+        );
+      }
 
       const now = ctx.clock.now();
       const nowIso = new Date(now).toISOString();
@@ -173,5 +183,10 @@ export async function heartbeat(
     return fail(`Failed to update heartbeat: ${details}`);
   }
   // Undefined: the file vanished between the check and the lock.
-  return outcome ?? fail(`Agent '${input.agentId}' not found`);
+  return outcome ?? fail(notFound(input.agentId));
+}
+
+/** Said to an agent that quotes an id it does not own: most often an old id after a resume. */
+function notFound(agentId: string): string {
+  return `Agent '${agentId}' not found: use the agentId from your identity at the top of your system prompt (a resumed agent gets a new id)`;
 }

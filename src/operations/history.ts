@@ -117,13 +117,13 @@ export async function updateHistory(
   return warnings;
 }
 
-export function recordSpawned(ctx: TeamsContext, agent: AgentState, plan?: string): Promise<string[]> {
+export function recordSpawned(ctx: TeamsContext, agent: AgentState): Promise<string[]> {
   const entry: HistoryEntry = {
     agent_id: agent.agentId,
     agent_type: agent.role,
     name: agent.name,
     task_description: describeTask(agent.prompt),
-    ...(plan ? { plan } : {}),
+    ...(agent.plan ? { plan: agent.plan } : {}),
     timestamp: isoNow(ctx.clock),
     status: "spawned",
     completion_timestamp: null,

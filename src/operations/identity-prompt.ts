@@ -1,3 +1,4 @@
+import type { TeamsOptions } from "../options.ts";
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
 import { findTeamAgentBySession, SessionIndex } from "./identity.ts";
@@ -23,10 +24,29 @@ export function parseAgentSessionTitle(
 }
 
 /**
+ * The liveness rules as an agent is told them: heartbeat at half the stale threshold, so one late heartbeat never
+ * counts a miss; declared inactive after `graceMisses` stale sweeps in a row.
+ */
+export function livenessTerms(options: Pick<TeamsOptions, "staleThresholdMs" | "graceMisses">) {
+  const staleSeconds = Math.max(1, Math.round(options.staleThresholdMs / 1000));
+  return {
+    heartbeatEverySeconds: Math.max(1, Math.floor(staleSeconds / 2)),
+    staleSeconds,
+    graceMisses: options.graceMisses,
+  };
+}
+
+/**
  * What an agent is told about itself at the top of every turn. The facts come as "key: value" lines, easy for a model
  * (and a scripted test model) to pick out.
  */
-export function identityText(agent: AgentState, team: TeamConfig): string {
+export function identityText(
+  agent: AgentState,
+  team: TeamConfig,
+  options: Pick<TeamsOptions, "staleThresholdMs" | "graceMisses">,
+): string {
+  const terms = livenessTerms(options);
+  const times = terms.graceMisses === 1 ? "once" : `${terms.graceMisses} times in a row`;
   const ids = `"teamName": ${JSON.stringify(agent.teamName)}, "agentId": ${JSON.stringify(agent.agentId)}`;
   return [
     "# opencode-teams: who you are",
@@ -38,9 +58,9 @@ export function identityText(agent: AgentState, team: TeamConfig): string {
     `- leaderAgentId: ${team.leader}`,
     "",
     "How to work in the team:",
-    `- Heartbeat: call the \`heartbeat\` tool with {${ids}} when you start, and then about every 30 seconds while you work, ` +
+    `- Heartbeat: call the \`heartbeat\` tool with {${ids}} when you start, and then about every ${terms.heartbeatEverySeconds} seconds while you work, ` +
       "above all during long builds, test runs or large edits that make no other tool calls. " +
-      "Without a sign of life for 60 seconds twice in a row you are marked inactive and your tasks go back to the team.",
+      `Without a sign of life for ${terms.staleSeconds} seconds ${times} you are marked inactive and your tasks go back to the team.`,
     `- Tasks: the team's task board is \`list-tasks\` / \`update-task\` (teamName ${JSON.stringify(agent.teamName)}); set a task in_progress to claim it and completed when done.`,
     `- When your work is done, call \`complete-agent\` with {${ids}, "status": "completed", "summary": "<what you did>"} ` +
       '(use "status": "failed" when you could not do it). That ends your run.',
@@ -106,7 +126,7 @@ export class AgentIdentityResolver {
 
   async systemFor(sessionId: string): Promise<string | undefined> {
     const found = await this.agentFor(sessionId);
-    return found ? identityText(found.agent, found.team) : undefined;
+    return found ? identityText(found.agent, found.team, this.ctx.options) : undefined;
   }
 }
 

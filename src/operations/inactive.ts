@@ -1,6 +1,7 @@
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
 import { notifyLeader } from "./notify.ts";
+import { agentsInterrupted } from "./run-history.ts";
 import { recountActiveSessions } from "./server-sessions.ts";
 import { reassignTasksOf } from "./task.ts";
 
@@ -26,28 +27,6 @@ export interface InactiveAgent {
   tasks: string[];
 }
 
-/**
- * Called once for every batch of agents declared inactive, by the one process that made the transition (it happens
- * under the agent's lock, so a second sweeper or monitor sees the agent inactive already and calls nobody).
- */
-export type InactiveListener = (
-  ctx: TeamsContext,
-  teamName: string,
-  agents: readonly InactiveAgent[],
-) => void | Promise<void>;
-
-const listeners = new Set<InactiveListener>();
-
-/**
- * Hook for other modules (agent history records these runs as "interrupted"). Returns the function that removes the
- * listener. Listeners run after the tasks were handed back and the leader was notified; a failing listener is logged
- * and never undoes or blocks the transition.
- */
-export function onAgentsInactive(listener: InactiveListener): () => void {
-  listeners.add(listener);
-  return () => listeners.delete(listener);
-}
-
 /** The state an agent is left in once declared inactive. */
 export function markedInactive(agent: AgentState, reason: string, nowIso: string): AgentState {
   return { ...agent, status: "inactive", statusReason: reason, updatedAt: nowIso };
@@ -65,8 +44,9 @@ export function inactiveNotice(agents: readonly InactiveAgent[]): string {
 }
 
 /**
- * What follows agents of one team going inactive: one task-board write for all of them, one notice to the leader
- * (one line per agent), then the listeners.
+ * What follows agents of one team going inactive, run by the one process that made the transition (it happens under
+ * the agent's lock): one task-board write for all of them, one notice to the leader (one line per agent), one history
+ * write recording their runs as interrupted.
  */
 export async function handOverInactive(
   ctx: TeamsContext,
@@ -107,16 +87,7 @@ export async function handOverInactive(
       error: error instanceof Error ? error.message : String(error),
     });
   });
-  for (const listener of listeners) {
-    try {
-      await listener(ctx, team.name, agents);
-    } catch (error) {
-      ctx.log("error", "an onAgentsInactive listener failed", {
-        team: team.name,
-        error: error instanceof Error ? (error.stack ?? error.message) : String(error),
-      });
-    }
-  }
+  await agentsInterrupted(ctx, team.name, agents);
   ctx.log("info", `${agents.length} agent(s) of team ${team.name} became inactive`, {
     agents: agents.map(({ agent, reason }) => `${agent.name}: ${reason}`),
   });

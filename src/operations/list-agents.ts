@@ -34,6 +34,7 @@ export interface AgentListing {
     pane_id: string | null;
     session_id: string;
     tags: string[];
+    plan: string | null;
     notes_preview: string | null;
   };
   state: { loaded_in_process: boolean; metrics_available: boolean; error: string | null };
@@ -147,6 +148,7 @@ async function toListing(ctx: TeamsContext, view: AgentView, lookup: UsageLookup
       pane_id: state.paneId ?? null,
       session_id: state.sessionId,
       tags: state.tags,
+      plan: state.plan ?? null,
       notes_preview: state.prompt ? state.prompt.slice(0, 100) : null,
     },
     state: {

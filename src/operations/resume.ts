@@ -116,6 +116,7 @@ export async function resumeAgent(
       cwd: old.cwd,
       headless: old.headless,
       ...(old.timeoutMinutes !== undefined ? { timeoutMinutes: old.timeoutMinutes } : {}),
+      ...(old.plan !== undefined ? { plan: old.plan } : {}),
       taskPrompt: old.prompt,
       // A new session knows nothing: it gets its task again, then why it starts over.
       message: (agentId) => (sessionReused ? text(agentId) : `${old.prompt}\n\n${text(agentId)}`),

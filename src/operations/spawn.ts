@@ -21,8 +21,8 @@ import type { TeamsContext } from "./context.ts";
 import { outcomeStatus } from "./history.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
 import { agentSessionTitle } from "./identity-prompt.ts";
-import { agentEnded, agentSpawned } from "./lifecycle.ts";
 import { CallerError, type Failure, fail, type OpResult } from "./result.ts";
+import { agentEnded, agentSpawned } from "./run-history.ts";
 import { recountActiveSessions } from "./server-sessions.ts";
 
 export interface SpawnAgentInput {
@@ -35,8 +35,10 @@ export interface SpawnAgentInput {
   cwd?: string;
   /** No pane: the agent runs on the server only. */
   headless?: boolean;
-  /** How long the agent may run before it counts as timed out (enforced by the lifecycle, issue 5). */
+  /** How long the agent may run before it counts as timed out (see specs/spawn-agent.md). */
   timeoutMinutes?: number;
+  /** Short name of the plan or epic the agent works under; kept in its state, the history and listings. */
+  plan?: string;
 }
 
 export type PromptDelivery = "sdk" | "pane" | "failed";
@@ -57,6 +59,7 @@ export interface SpawnAgentOutput {
 export type SpawnProgress = (step: string) => void;
 
 const NAME_MAX = 64;
+const PLAN_MAX = 100;
 
 export interface ResolvedModel {
   /** What AgentState.model records: "provider/model", or "default" when the server's default applies. */
@@ -105,12 +108,13 @@ export function recordedModel(agent: Pick<AgentState, "model" | "providerId">): 
   return { model: agent.model, providerId: providerID, ref: { providerID, modelID } };
 }
 
-function validateName(name: string): string {
-  const trimmed = name.trim();
+/** A short human label (an agent's name, a plan's): trimmed, 1-`max` printable characters. */
+function validateLabel(what: string, value: string, max: number): string {
+  const trimmed = value.trim();
   // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point.
-  if (trimmed === "" || trimmed.length > NAME_MAX || /[\u0000-\u001f\u007f]/.test(trimmed)) {
+  if (trimmed === "" || trimmed.length > max || /[\u0000-\u001f\u007f]/.test(trimmed)) {
     throw new CallerError(
-      `Invalid agent name ${JSON.stringify(name.slice(0, 80))}: use 1-${NAME_MAX} printable characters`,
+      `Invalid ${what} ${JSON.stringify(value.slice(0, 80))}: use 1-${max} printable characters`,
     );
   }
   return trimmed;
@@ -299,6 +303,7 @@ export interface LaunchSpec {
   cwd: string;
   headless: boolean;
   timeoutMinutes?: number;
+  plan?: string;
   /** The agent's task as AgentState.prompt keeps it (listings, history, a later resume). */
   taskPrompt: string;
   /** What is sent to the session now; a function when it names the new agent's id. */
@@ -395,6 +400,7 @@ export async function launchAgent(
       prompt: spec.taskPrompt,
       headless: spec.headless,
       ...(spec.timeoutMinutes !== undefined ? { timeoutMinutes: spec.timeoutMinutes } : {}),
+      ...(spec.plan !== undefined ? { plan: spec.plan } : {}),
       ...(spec.resumes ? { resumes: spec.resumes } : {}),
       tags: [],
     };
@@ -519,7 +525,9 @@ export async function spawnAgent(
   const role = input.role ?? "worker";
   const headless = input.headless ?? false;
   const model = resolveModel(input, team);
-  const requestedName = input.name === undefined ? undefined : validateName(input.name);
+  const requestedName =
+    input.name === undefined ? undefined : validateLabel("agent name", input.name, NAME_MAX);
+  const plan = input.plan === undefined ? undefined : validateLabel("plan", input.plan, PLAN_MAX);
   const cwd = await resolveCwd(ctx, input.cwd);
   if (input.timeoutMinutes !== undefined && !(input.timeoutMinutes > 0)) {
     throw new CallerError("timeoutMinutes must be a positive number");
@@ -540,6 +548,7 @@ export async function spawnAgent(
       cwd,
       headless,
       ...(input.timeoutMinutes !== undefined ? { timeoutMinutes: input.timeoutMinutes } : {}),
+      ...(plan !== undefined ? { plan } : {}),
       taskPrompt: input.prompt,
       message: input.prompt,
     },

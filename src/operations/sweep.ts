@@ -25,8 +25,6 @@ export interface SweepReport {
   /** Agents whose miss count went back to 0 after a fresh heartbeat. */
   reset: number;
   inactive: InactiveAgent[];
-  /** Agent journal entries written into their agent files (or dropped as obsolete). */
-  folded: number;
   /** Leader notices delivered by the retry pass. */
   delivered: number;
   /** undefined: nothing needed asking the server this time. */
@@ -50,8 +48,6 @@ interface ServerFacts {
 }
 
 const CHECK_CONCURRENCY = 16;
-/** Journal entries written into agent files per sweep: ~1.5 ms each on this disk, so a sweep stays short. */
-const FOLD_PER_SWEEP = 100;
 
 function seconds(ms: number): number {
   return Math.round(ms / 1000);
@@ -109,7 +105,6 @@ export class StaleSweeper {
       refreshed: 0,
       reset: 0,
       inactive: [],
-      folded: 0,
       delivered: 0,
       serverReachable: undefined,
       durationMs: 0,
@@ -141,14 +136,13 @@ export class StaleSweeper {
     }
     if (facts) report.serverReachable = (await facts).statuses !== undefined;
     report.durationMs = performance.now() - started;
-    if (report.misses + report.inactive.length + report.refreshed + report.delivered + report.folded > 0) {
+    if (report.misses + report.inactive.length + report.refreshed + report.delivered > 0) {
       ctx.log("debug", "stale sweep", {
         checked: report.checked,
         stale: report.stale,
         misses: report.misses,
         refreshed: report.refreshed,
         inactive: report.inactive.length,
-        folded: report.folded,
         delivered: report.delivered,
         durationMs: Math.round(report.durationMs),
       });
@@ -181,17 +175,6 @@ export class StaleSweeper {
     if (read.kind !== "ok") return;
     const team = read.value;
     report.teams++;
-    // Between sweeps that change many agents at once, the journal drains into the agent files a share at a time.
-    report.folded += await ctx.store.foldAgentJournal(teamName, FOLD_PER_SWEEP).catch((error: unknown) => {
-      ctx.log(
-        "warn",
-        `stale sweep: folding the agent journal of team ${teamName} failed; the next sweep retries`,
-        {
-          error: error instanceof Error ? error.message : String(error),
-        },
-      );
-      return 0;
-    });
     const now = ctx.clock.now();
     const threshold = ctx.options.staleThresholdMs;
     const ids = await ctx.store.listAgentIds(teamName);

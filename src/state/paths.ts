@@ -86,10 +86,6 @@ export class StoragePaths {
     const prefix = `${this.agentsDir(teamName)}${path.sep}`;
     return (agentId) => ({ state: `${prefix}${agentId}.json`, slot: `${prefix}${agentId}.hb` });
   }
-  /** Agent states a sweep changed together, not yet folded into the agent files. */
-  agentJournal(teamName: string): string {
-    return path.join(this.teamDir(teamName), "agent-journal.json");
-  }
   tasks(teamName: string): string {
     return path.join(this.teamDir(teamName), "tasks.json");
   }

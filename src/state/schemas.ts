@@ -40,7 +40,6 @@ export const TeamMemberSchema = z.object({
   role: AgentRoleSchema,
   joinedAt: isoDate,
 });
-export type TeamMember = z.infer<typeof TeamMemberSchema>;
 
 export const TeamConfigSchema = z.object({
   version,
@@ -103,6 +102,8 @@ export const AgentStateSchema = z.object({
   prompt: z.string(),
   headless: z.boolean().default(false),
   timeoutMinutes: z.number().positive().optional(),
+  /** Short name of the plan or epic the agent works under (spawn-agent `plan`), for history and listings. */
+  plan: z.string().optional(),
   resumes: z.string().optional(),
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
   outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),
@@ -131,17 +132,6 @@ export const HeartbeatRecordSchema = z.object({
   lastEventAt: isoDate.optional(),
 });
 export type HeartbeatRecord = z.infer<typeof HeartbeatRecordSchema>;
-
-/**
- * Agent states changed together in one durable write (a sweep may change a thousand at once), keyed by agent id. An
- * entry holds for its agent only while the agent file is still the one it was made from (`base`, its fingerprint):
- * any later write of the agent file supersedes it.
- */
-export const AgentJournalSchema = z.object({
-  version,
-  entries: z.record(z.string(), z.object({ base: z.string(), state: AgentStateSchema })),
-});
-export type AgentJournal = z.infer<typeof AgentJournalSchema>;
 
 export const TaskStatusSchema = z.enum(["pending", "in_progress", "completed"]);
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;

@@ -1,15 +1,12 @@
-import { createHash } from "node:crypto";
-import { readFile, unlink } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { mapLimit } from "../map-limit.ts";
 import { readSlot, writeSlot } from "./heartbeat-slot.ts";
 import type { LockTiming } from "./lock.ts";
-import { isLocked, waitUntilUnlocked, withFileLock } from "./lock.ts";
+import { withFileLock } from "./lock.ts";
 import { isAgentId, type StoragePaths } from "./paths.ts";
 import {
-  type AgentJournal,
-  AgentJournalSchema,
   type AgentState,
   AgentStateSchema,
   type HeartbeatRecord,
@@ -58,29 +55,8 @@ function byText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-const EMPTY_JOURNAL: AgentJournal = { version: 1, entries: {} };
-/** Agent files read or written at once by a batch: enough to overlap the disk's latency, few enough for its queue. */
+/** Agents read, decided and written at once by a batch: enough to overlap the disk's latency, few enough for its queue. */
 const BATCH_IO_CONCURRENCY = 32;
-
-const fingerprints = new WeakMap<AgentState, string>();
-
-/** Identifies one version of an agent file (as parsed): a journal entry holds only over the version it was made from. */
-function fingerprint(state: AgentState): string {
-  let known = fingerprints.get(state);
-  if (known === undefined) {
-    known = createHash("sha1").update(JSON.stringify(state)).digest("hex");
-    fingerprints.set(state, known);
-  }
-  return known;
-}
-
-/** The agent as its file says, or as the journal says when the journal's entry was made from this very file. */
-function throughJournal(read: ReadResult<AgentState>, journal: AgentJournal, agentId: string) {
-  if (read.kind !== "ok") return read;
-  const entry = journal.entries[agentId];
-  if (!entry || entry.base !== fingerprint(read.value)) return read;
-  return { kind: "ok" as const, value: entry.state };
-}
 
 /** One agent's part in a batch: its new state (none: unchanged) and what the caller wants to know about it. */
 export interface BatchChange<R> {
@@ -104,7 +80,6 @@ export class TeamStore {
   /** Listings only: single reads (under a lock, before a write) always go to the file. */
   private readonly listedAgents = new StatCache<ReadResult<AgentState>>();
   private readonly listedSlots = new StatCache<Awaited<ReturnType<TeamStore["readHeartbeat"]>>>();
-  private readonly journals = new StatCache<AgentJournal>();
   /** How many agent files each team had at its last listing (see listAgentViews). */
   private readonly listedCounts = new Map<string, number>();
 
@@ -145,31 +120,8 @@ export class TeamStore {
 
   // Agents
 
-  /** The agent file alone, as on disk (journal entries not applied). */
-  private readAgentFile(teamName: string, agentId: string) {
+  readAgent(teamName: string, agentId: string): Promise<ReadResult<AgentState>> {
     return readJson(this.paths.agentState(teamName, agentId), AgentStateSchema);
-  }
-
-  /**
-   * The team's agent journal. Cached by stat: it is only ever replaced whole (a new inode) and the cache trusts no
-   * file younger than its settle time, so a stat check is enough even for reads under a lock. A damaged journal is
-   * moved aside and read as empty: the sweep finds the agents it held stale again.
-   */
-  private readJournal(teamName: string): Promise<AgentJournal> {
-    return this.journals.get(this.paths.agentJournal(teamName), () => this.readJournalFile(teamName));
-  }
-
-  private async readJournalFile(teamName: string): Promise<AgentJournal> {
-    const read = await readJson(this.paths.agentJournal(teamName), AgentJournalSchema);
-    return read.kind === "ok" ? read.value : EMPTY_JOURNAL;
-  }
-
-  async readAgent(teamName: string, agentId: string): Promise<ReadResult<AgentState>> {
-    const [read, journal] = await Promise.all([
-      this.readAgentFile(teamName, agentId),
-      this.readJournal(teamName),
-    ]);
-    return throughJournal(read, journal, agentId);
   }
 
   async writeAgent(state: AgentState): Promise<void> {
@@ -187,18 +139,9 @@ export class TeamStore {
     });
   }
 
-  /**
-   * Run `fn` holding the agent's lock: per-agent locks keep heartbeats of different agents from contending. While a
-   * batch holds the team's agent journal, it stands for the locks of all the team's agents: the agent lock waits.
-   */
+  /** Run `fn` holding the agent's lock: per-agent locks keep heartbeats of different agents from contending. */
   withAgentLock<T>(teamName: string, agentId: string, fn: () => Promise<T>): Promise<T> {
-    const journal = this.paths.agentJournal(teamName);
-    return withFileLock(
-      this.paths.agentState(teamName, agentId),
-      fn,
-      this.lockTiming,
-      async () => !(await isLocked(journal, this.lockTiming)),
-    );
+    return withFileLock(this.paths.agentState(teamName, agentId), fn, this.lockTiming);
   }
 
   /**
@@ -222,104 +165,24 @@ export class TeamStore {
   }
 
   /**
-   * Change many agents of one team in one durable write: `decide` runs for each agent while no one else holds its
-   * lock, and the new states go to the team's agent journal together, so a thousand transitions cost one fsync'd
-   * file instead of a thousand (a replaced file costs ~1.5 ms here). Readers see them at once through the journal; a
-   * later `foldAgentJournal` writes them into the agent files. Results are in the order of `agentIds`.
+   * Change many agents of one team: `decide` runs for each agent holding that agent's lock, and a new state it returns
+   * is written there and then (durably), so every agent file is the one truth about its agent. Agents are handled
+   * `BATCH_IO_CONCURRENCY` at a time: a sweep that loses a hundred agents at once stays well under a second.
+   * Results are in the order of `agentIds`.
    */
   updateAgents<R>(
     teamName: string,
     agentIds: readonly string[],
     decide: (agentId: string, current: AgentState | undefined) => Promise<BatchChange<R>>,
   ): Promise<R[]> {
-    if (agentIds.length === 0) return Promise.resolve([]);
-    return this.withJournalLock(teamName, agentIds, async (journal) => {
-      const changed: AgentJournal["entries"] = {};
-      const results = await mapLimit(agentIds, BATCH_IO_CONCURRENCY, async (agentId) => {
-        const read = await this.readAgentFile(teamName, agentId);
-        const current = throughJournal(read, journal, agentId);
-        const change = await decide(agentId, current.kind === "ok" ? current.value : undefined);
-        if (change.next && read.kind === "ok")
-          changed[agentId] = { base: fingerprint(read.value), state: change.next };
-        return change.result;
-      });
-      if (Object.keys(changed).length > 0) {
-        await this.writeJournal(teamName, { version: 1, entries: { ...journal.entries, ...changed } });
-      }
-      return results;
-    });
-  }
-
-  /**
-   * Write up to `limit` journal entries into their agent files (durably) and drop them from the journal; entries a
-   * later write of the agent file made obsolete are dropped unwritten. Returns how many entries it dropped.
-   */
-  async foldAgentJournal(teamName: string, limit: number): Promise<number> {
-    const ids = Object.keys((await this.readJournal(teamName)).entries).slice(0, limit);
-    if (ids.length === 0) return 0;
-    // Each agent under its own lock, so heartbeats of the team's other agents go on meanwhile. Holding it, the
-    // agent's entry cannot change: a batch needs this lock too.
-    await mapLimit(ids, BATCH_IO_CONCURRENCY, (agentId) =>
+    return mapLimit(agentIds, BATCH_IO_CONCURRENCY, (agentId) =>
       this.withAgentLock(teamName, agentId, async () => {
-        const [read, journal] = await Promise.all([
-          this.readAgentFile(teamName, agentId),
-          this.readJournal(teamName),
-        ]);
-        const entry = journal.entries[agentId];
-        if (entry && read.kind === "ok" && fingerprint(read.value) === entry.base)
-          await this.writeAgent(entry.state);
+        const read = await this.readAgent(teamName, agentId);
+        const change = await decide(agentId, read.kind === "ok" ? read.value : undefined);
+        if (change.next && read.kind === "ok") await this.writeAgent(change.next);
+        return change.result;
       }),
     );
-    // An entry whose agent file moved on never holds again, so dropping it needs no agent lock. (Agent locks wait
-    // for the few ms this holds the journal's lock.)
-    return withFileLock(
-      this.paths.agentJournal(teamName),
-      async () => {
-        const entries = { ...(await this.readJournalFile(teamName)).entries };
-        let dropped = 0;
-        await mapLimit(ids, BATCH_IO_CONCURRENCY, async (agentId) => {
-          const entry = entries[agentId];
-          if (!entry) return;
-          const read = await this.readAgentFile(teamName, agentId);
-          // Kept only while it still holds and says something the file does not (a no-op entry folds to itself).
-          const onDisk = read.kind === "ok" ? fingerprint(read.value) : undefined;
-          if (onDisk === entry.base && onDisk !== fingerprint(entry.state)) return;
-          delete entries[agentId];
-          dropped++;
-        });
-        if (dropped > 0) await this.writeJournal(teamName, { version: 1, entries });
-        return dropped;
-      },
-      this.lockTiming,
-    );
-  }
-
-  /**
-   * Run `fn` over the current journal holding its lock, which stands for the locks of all the team's agents: new agent
-   * lockers wait while it is held (withAgentLock), and `fn` starts once the holders of `agentIds`' locks are done.
-   */
-  private withJournalLock<T>(
-    teamName: string,
-    agentIds: readonly string[],
-    fn: (journal: AgentJournal) => Promise<T>,
-  ): Promise<T> {
-    return withFileLock(
-      this.paths.agentJournal(teamName),
-      async () => {
-        await waitUntilUnlocked(
-          agentIds.map((agentId) => this.paths.agentState(teamName, agentId)),
-          this.lockTiming,
-        );
-        return fn(await this.readJournalFile(teamName));
-      },
-      this.lockTiming,
-    );
-  }
-
-  private async writeJournal(teamName: string, journal: AgentJournal): Promise<void> {
-    const file = this.paths.agentJournal(teamName);
-    if (Object.keys(journal.entries).length > 0) await writeJson(file, AgentJournalSchema, journal);
-    else await unlink(file).catch(() => {});
   }
 
   async readHeartbeat(
@@ -341,16 +204,15 @@ export class TeamStore {
     return view as NonNullable<typeof view>;
   }
 
-  /** Views of the given agents, read afresh (no cache), in the order of `agentIds`; the journal is read once. */
-  async readAgentViews(teamName: string, agentIds: readonly string[]) {
-    const journal = await this.readJournal(teamName);
+  /** Views of the given agents, read afresh (no cache), in the order of `agentIds`. */
+  readAgentViews(teamName: string, agentIds: readonly string[]) {
     return Promise.all(
       agentIds.map(async (agentId) => {
         const [state, heartbeat] = await Promise.all([
-          this.readAgentFile(teamName, agentId),
+          this.readAgent(teamName, agentId),
           this.readHeartbeat(teamName, agentId),
         ]);
-        return viewOf(throughJournal(state, journal, agentId), heartbeat);
+        return viewOf(state, heartbeat);
       }),
     );
   }
@@ -365,7 +227,7 @@ export class TeamStore {
 
   /** Every agent of one team; damaged files are moved aside and reported, the rest still listed. */
   async listAgentViews(teamName: string): Promise<Listed<AgentView>> {
-    const [ids, journal] = await Promise.all([this.listAgentIds(teamName), this.readJournal(teamName)]);
+    const ids = await this.listAgentIds(teamName);
     const filesOf = this.paths.agentFilesOf(teamName);
     const warnings: string[] = [];
     const items: AgentView[] = [];
@@ -376,10 +238,10 @@ export class TeamStore {
         seen.add(stateFile).add(slotFile);
         // Both at once: listing 1000 agents is 2000 small reads, and waiting for each pair in turn doubles the latency.
         const [state, heartbeat] = await Promise.all([
-          this.listedAgents.get(stateFile, () => this.readAgentFile(teamName, agentId)),
+          this.listedAgents.get(stateFile, () => this.readAgent(teamName, agentId)),
           this.listedSlots.get(slotFile, () => this.readHeartbeat(teamName, agentId)),
         ]);
-        const read = viewOf(throughJournal(state, journal, agentId), heartbeat);
+        const read = viewOf(state, heartbeat);
         if (read.kind === "ok") {
           items.push(read.value);
           warnings.push(...read.warnings);

@@ -1,14 +1,15 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
 import { agentHistory } from "../operations/history-query.ts";
+import agentHistoryDescription from "./agent-history.txt";
+import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
 
 const z = tool.schema;
 
 export function agentHistoryTool(ctx: TeamsContext) {
   return tool({
-    description:
-      "The team's agent history, newest first: every run, how it ended and what resumed it. Also returns the runs still active and the most recent interrupted run that has not been resumed.",
+    description: toolDescription(agentHistoryDescription, ctx.options),
     args: {
       teamName: z.string().min(1).describe("Team name"),
       plan: z.string().optional().describe("Only entries for this plan"),

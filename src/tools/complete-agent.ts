@@ -1,14 +1,15 @@
 import { tool } from "@opencode-ai/plugin";
 import { completeAgent, SUMMARY_MAX } from "../operations/complete.ts";
 import type { TeamsContext } from "../operations/context.ts";
+import completeAgentDescription from "./complete-agent.txt";
+import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
 
 const z = tool.schema;
 
 export function completeAgentTool(ctx: TeamsContext) {
   return tool({
-    description:
-      "Report that your work as a team agent is finished (status completed) or cannot be finished (status failed), with a short summary for the team leader. Your run ends: your pane closes and you stop. The team leader may also call it for one of its agents.",
+    description: toolDescription(completeAgentDescription, ctx.options, { summaryMax: SUMMARY_MAX }),
     args: {
       teamName: z.string().min(1).describe("Your team"),
       agentId: z.string().min(1).describe("Your own agent id (or, for the leader, the agent's id)"),

@@ -1,14 +1,15 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
 import { createTeam } from "../operations/team.ts";
+import createTeamDescription from "./create-team.txt";
+import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
 
 const z = tool.schema;
 
 export function createTeamTool(ctx: TeamsContext) {
   return tool({
-    description:
-      "Create a team of agents. The calling session becomes the team's leader and is the only one that can spawn or kill its agents.",
+    description: toolDescription(createTeamDescription, ctx.options),
     args: {
       teamName: z.string().min(1).describe("Team name: 1-64 letters, digits, '-' or '_'"),
       description: z.string().optional().describe("What the team is for"),

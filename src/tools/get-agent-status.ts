@@ -1,14 +1,15 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
 import { getAgentStatus } from "../operations/status.ts";
+import { toolDescription } from "./description.ts";
+import getAgentStatusDescription from "./get-agent-status.txt";
 import { runTool } from "./result.ts";
 
 const z = tool.schema;
 
 export function getAgentStatusTool(ctx: TeamsContext) {
   return tool({
-    description:
-      "Status of one or all agents of a team: lifecycle status, heartbeat age and health, misses, last error, session and pane; optionally the project's OpenCode server. Any team member may call it.",
+    description: toolDescription(getAgentStatusDescription, ctx.options),
     args: {
       teamName: z.string().min(1).describe("Name of the team to query"),
       agentId: z

@@ -1,14 +1,15 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
 import { killAgent } from "../operations/kill.ts";
+import { toolDescription } from "./description.ts";
+import killAgentDescription from "./kill-agent.txt";
 import { runTool } from "./result.ts";
 
 const z = tool.schema;
 
 export function killAgentTool(ctx: TeamsContext) {
   return tool({
-    description:
-      "Stop an agent of your team (team leader only). By default gracefully: the agent is asked to finish its step and confirm, and is stopped by force if it does not confirm in time. force: true stops it at once. Its in_progress tasks go back to pending.",
+    description: toolDescription(killAgentDescription, ctx.options),
     args: {
       teamName: z.string().min(1).describe("Team name"),
       agentId: z.string().min(1).describe("Id of the agent to stop"),

@@ -1,14 +1,15 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
 import { HEALTH_STATUSES, listAgents } from "../operations/list-agents.ts";
+import { toolDescription } from "./description.ts";
+import listAgentsDescription from "./list-agents.txt";
 import { runTool } from "./result.ts";
 
 const z = tool.schema;
 
 export function listAgentsTool(ctx: TeamsContext) {
   return tool({
-    description:
-      "List agents with the same fields for every agent (null when unknown): lifecycle status, health, activity summary, usage metrics from the OpenCode server, metadata. Grouped by status unless grouped=false.",
+    description: toolDescription(listAgentsDescription, ctx.options),
     args: {
       teamName: z.string().min(1).optional().describe("Team to list; every team you belong to when omitted"),
       grouped: z.boolean().default(true).describe("Group agents by lifecycle status"),

@@ -23,7 +23,7 @@ export async function runTool<T extends object>(
     result = failureFromError(error, toolName);
   }
   return {
-    output: JSON.stringify(result, null, 2),
+    output: JSON.stringify(result),
     title: result.success ? title(result) : `${toolName} failed: ${truncate(result.error, 80)}`,
     metadata: { success: result.success },
   };

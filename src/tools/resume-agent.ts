@@ -1,14 +1,15 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
 import { RESUME_PROMPT_MAX, resumeAgent } from "../operations/resume.ts";
+import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
+import resumeAgentDescription from "./resume-agent.txt";
 
 const z = tool.schema;
 
 export function resumeAgentTool(ctx: TeamsContext) {
   return tool({
-    description:
-      "Resume an agent of your team that was interrupted (inactive, killed by force, failed or timed out) (team leader only). It continues on its old session, with its earlier conversation, in a fresh pane; if that session is gone it starts a new one with its original prompt. Returns the new agent id.",
+    description: toolDescription(resumeAgentDescription, ctx.options),
     args: {
       teamName: z.string().min(1).describe("Team name"),
       agentId: z

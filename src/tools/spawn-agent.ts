@@ -1,14 +1,15 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
 import { spawnAgent } from "../operations/spawn.ts";
+import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
+import spawnAgentDescription from "./spawn-agent.txt";
 
 const z = tool.schema;
 
 export function spawnAgentTool(ctx: TeamsContext) {
   return tool({
-    description:
-      "Spawn a new AI agent into your team (team leader only): starts the project's OpenCode server if needed, creates a session, opens a tmux pane showing it, and sends the initial prompt. Returns the agent's id, session, pane and color.",
+    description: toolDescription(spawnAgentDescription, ctx.options),
     args: {
       teamName: z.string().min(1).describe("Name of the team to spawn the agent into"),
       prompt: z.string().min(1).describe("Initial prompt/instructions for the new agent"),
@@ -27,6 +28,11 @@ export function spawnAgentTool(ctx: TeamsContext) {
       role: z.enum(["worker", "reviewer"]).default("worker").describe("Agent role within the team"),
       cwd: z.string().optional().describe("Working directory override. Defaults to project root."),
       headless: z.boolean().optional().describe("Run the agent on the server only, without a tmux pane"),
+      plan: z
+        .string()
+        .max(100)
+        .optional()
+        .describe("Short name of the plan or epic this agent works under; agent-history can filter by it"),
       timeoutMinutes: z
         .number()
         .positive()

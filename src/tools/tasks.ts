@@ -1,14 +1,18 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
 import { createTask, listTasks, updateTask } from "../operations/task.ts";
+import createTaskDescription from "./create-task.txt";
+import { toolDescription } from "./description.ts";
+import listTasksDescription from "./list-tasks.txt";
 import { runTool } from "./result.ts";
+import updateTaskDescription from "./update-task.txt";
 
 const z = tool.schema;
 const taskStatus = z.enum(["pending", "in_progress", "completed"]);
 
 export function createTaskTool(ctx: TeamsContext) {
   return tool({
-    description: "Add a task to the team's task board. Any team member may add tasks.",
+    description: toolDescription(createTaskDescription, ctx.options),
     args: {
       teamName: z.string().min(1).describe("Team name"),
       title: z.string().min(1).max(500).describe("Short title of the task"),
@@ -27,8 +31,7 @@ export function createTaskTool(ctx: TeamsContext) {
 
 export function updateTaskTool(ctx: TeamsContext) {
   return tool({
-    description:
-      "Move a task forward (pending -> in_progress -> completed) or change its assignee. Setting in_progress on an unowned task claims it for you.",
+    description: toolDescription(updateTaskDescription, ctx.options),
     args: {
       teamName: z.string().min(1).describe("Team name"),
       taskId: z.string().min(1).describe("Task id, e.g. task-3"),
@@ -47,7 +50,7 @@ export function updateTaskTool(ctx: TeamsContext) {
 
 export function listTasksTool(ctx: TeamsContext) {
   return tool({
-    description: "List the team's tasks, optionally filtered by status or assignee.",
+    description: toolDescription(listTasksDescription, ctx.options),
     args: {
       teamName: z.string().min(1).describe("Team name"),
       status: taskStatus.optional().describe("Only tasks with this status"),

@@ -91,7 +91,7 @@ function readInfo(projectDir: string): ServerInfo | undefined {
   return existsSync(file) ? ServerInfoSchema.parse(JSON.parse(readFileSync(file, "utf8"))) : undefined;
 }
 
-/** The agent's state as the plugin's store reads it (the agent file, or the agent journal's newer entry). */
+/** The agent's state as the plugin's store reads it. */
 async function agentFile(projectDir: string, team: string, agentId: string): Promise<AgentState> {
   const read = await new TeamStore(new StoragePaths(path.join(projectDir, TEAMS_DIR))).readAgent(
     team,

@@ -7,7 +7,7 @@ import { paneTiming } from "../../src/operations/agent-pane.ts";
 import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
-import { ServerInfoSchema } from "../../src/state/schemas.ts";
+import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
 import { TeamStore } from "../../src/state/team-store.ts";
 import { FakeOpencode, FakeTmux } from "./fakes.ts";
@@ -95,19 +95,21 @@ export function parseOutput<T = Record<string, unknown>>(result: unknown): T {
 }
 
 /** Record a project server in ServerInfo, as the server manager would (this process's pid: it is alive). */
+/** Write the project's ServerInfo as a started server would, with `info` over plain defaults. */
 export async function recordServerInfo(
   ctx: TeamsContext,
   port: number,
-  options: { pid?: number; activeSessions?: number } = {},
+  info: Partial<Omit<ServerInfo, "port">> = {},
 ): Promise<void> {
   await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
     version: 1,
     projectPath: ctx.projectRoot,
-    pid: options.pid ?? process.pid,
+    pid: process.pid,
     port,
     hostname: "127.0.0.1",
     startedAt: new Date(ctx.clock.now()).toISOString(),
-    activeSessions: options.activeSessions ?? 0,
+    activeSessions: 0,
     logPath: ctx.store.paths.serverLog(ctx.projectRoot),
+    ...info,
   });
 }

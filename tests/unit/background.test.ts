@@ -66,6 +66,8 @@ describe("background: once per process and storage root", () => {
         const read = await ctx.store.readAgent("alpha", agent.agentId);
         return read.kind === "ok" && read.value.consecutiveMisses === 1;
       });
+      const read = await ctx.store.readAgent("alpha", agent.agentId);
+      expect(read.kind === "ok" && read.value).toMatchObject({ status: "active", consecutiveMisses: 1 });
     } finally {
       await handle.release();
     }
@@ -98,6 +100,8 @@ describe("background: the project server's event stream", () => {
         const read = await ctx.store.readAgent("alpha", agent.agentId);
         return read.kind === "ok" && read.value.status === "active";
       });
+      const read = await ctx.store.readAgent("alpha", agent.agentId);
+      expect(read.kind === "ok" && read.value.heartbeatSource).toBe("sdk_session_status");
     } finally {
       await handle.release();
     }
@@ -117,6 +121,8 @@ describe("background: the project server's event stream", () => {
       await until(() => ctx.server.openStreams === 1);
       ctx.server.emit({ type: "server.connected", properties: {} } as unknown as Event);
       await until(() => handle.monitor.stats.connects === 1);
+      expect(ctx.server.calls.filter((c) => c === "events").length).toBeGreaterThanOrEqual(3);
+      expect(ctx.server.openStreams).toBe(1);
     } finally {
       await handle.release();
     }
@@ -127,6 +133,9 @@ describe("background: the project server's event stream", () => {
     const handle = startLiveness(ctx, { ...FAST, streamIdleMs: 30 });
     try {
       await until(() => ctx.server.calls.filter((c) => c === "events").length >= 3);
+      // Each wedged stream was closed before the next opened: never two at once.
+      expect(ctx.server.openStreams).toBeLessThanOrEqual(1);
+      expect(handle.monitor.stats.connects).toBe(0);
     } finally {
       await handle.release();
     }

@@ -4,6 +4,7 @@ import { createTeam } from "../../src/operations/team.ts";
 import { enforceTimeouts } from "../../src/operations/timeouts.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { leaderInbox as inboxOfLeader } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -98,11 +99,7 @@ async function claimTask(sessionId: string, title: string): Promise<string> {
   return created.task.id;
 }
 
-async function leaderInbox() {
-  const team = await ctx.store.readTeam("alpha");
-  if (team.kind !== "ok") throw new Error("no team");
-  return (await ctx.store.readInbox("alpha", team.value.leader)).items;
-}
+const leaderInbox = () => inboxOfLeader(ctx);
 
 /** Kill the agent's pane behind our back and let two sweeps find it. */
 async function loseAgent(a: Spawned): Promise<void> {

@@ -3,10 +3,8 @@ import { writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { v4 as uuidv4 } from "uuid";
 import type { AgentStatusResponse, StatusSummary } from "../../src/operations/status.ts";
-import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
@@ -209,20 +207,6 @@ describe("get-agent-status: includeServer", () => {
     return address.port;
   }
 
-  async function recordServer(info: Partial<ServerInfo>): Promise<void> {
-    await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-      version: 1,
-      projectPath: ctx.projectRoot,
-      pid: process.pid,
-      port: 1,
-      hostname: "127.0.0.1",
-      startedAt: "2026-01-01T00:00:00.000Z",
-      activeSessions: 0,
-      logPath: "/tmp/x.log",
-      ...info,
-    });
-  }
-
   test("no ServerInfo: server is left out even when asked for", async () => {
     const result = await status({ includeServer: true });
     expect(result.success).toBe(true);
@@ -231,7 +215,7 @@ describe("get-agent-status: includeServer", () => {
 
   test("running: PID alive, port open, healthy; activeSessions as recorded", async () => {
     const port = await listen();
-    await recordServer({ port, activeSessions: 2 });
+    await recordServerInfo(ctx, port, { activeSessions: 2 });
     const result = await status({ includeServer: true });
     expect(result.server).toEqual({
       port,
@@ -245,22 +229,22 @@ describe("get-agent-status: includeServer", () => {
 
   test("not running when the PID is gone, the port is closed, or health fails", async () => {
     const port = await listen();
-    await recordServer({ port, pid: 2 ** 22 + 17, activeSessions: 3 });
+    await recordServerInfo(ctx, port, { pid: 2 ** 22 + 17, activeSessions: 3 });
     expect((await status({ includeServer: true })).server).toMatchObject({
       isRunning: false,
       activeSessions: 0,
     });
 
-    await recordServer({ port: 9 });
+    await recordServerInfo(ctx, 9);
     expect((await status({ includeServer: true })).server?.isRunning).toBe(false);
 
-    await recordServer({ port });
+    await recordServerInfo(ctx, port);
     ctx.server.down = true;
     expect((await status({ includeServer: true })).server?.isRunning).toBe(false);
   });
 
   test("without includeServer the server is not looked at", async () => {
-    await recordServer({ port: 9 });
+    await recordServerInfo(ctx, 9);
     const result = await status({});
     expect(result.server).toBeUndefined();
   });

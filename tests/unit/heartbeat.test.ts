@@ -5,6 +5,7 @@ import { HEARTBEAT_METADATA_MAX_KEYS, mergeMetadata } from "../../src/operations
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { agentOnDisk } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
@@ -27,11 +28,7 @@ beforeEach(async () => {
 });
 afterEach(() => ctx.cleanup());
 
-async function agentFile(agent: AgentState): Promise<AgentState> {
-  const read = await ctx.store.readAgent(agent.teamName, agent.agentId);
-  if (read.kind !== "ok") throw new Error(`agent ${agent.agentId} unreadable: ${read.kind}`);
-  return read.value;
-}
+const agentFile = (agent: AgentState) => agentOnDisk(ctx, agent);
 
 function beat(agent: AgentState, extra: Record<string, unknown> = {}, sessionId = agent.sessionId) {
   return call<Beat>("heartbeat", { agentId: agent.agentId, teamName: agent.teamName, ...extra }, sessionId);
@@ -179,14 +176,17 @@ describe("heartbeat: every error row of seed 001", () => {
   test("agent not found", async () => {
     const missing = uuidv4();
     const result = await call<Beat>("heartbeat", { agentId: missing, teamName: "alpha" }, "ses_x");
-    expect(result).toMatchObject({ success: false, error: `Agent '${missing}' not found` });
+    expect(result).toMatchObject({
+      success: false,
+      error: expect.stringContaining(`Agent '${missing}' not found`),
+    });
   });
 
   test("agent terminated", async () => {
     const agent = await addAgent(ctx, "alpha", { status: "terminated" });
     expect(await beat(agent)).toMatchObject({
       success: false,
-      error: "Cannot heartbeat for terminated agent",
+      error: expect.stringContaining("Cannot heartbeat for terminated agent"),
     });
   });
 
@@ -194,7 +194,7 @@ describe("heartbeat: every error row of seed 001", () => {
     const agent = await addAgent(ctx, "alpha", { status: "inactive" });
     expect(await beat(agent)).toMatchObject({
       success: false,
-      error: "Agent is inactive. Requires re-spawn.",
+      error: expect.stringContaining("Agent is inactive: you were declared inactive"),
     });
   });
 
@@ -216,7 +216,7 @@ describe("heartbeat: permission and input", () => {
     for (const session of ["ses_lead", other.sessionId, "ses_stranger"]) {
       expect(await beat(agent, {}, session)).toMatchObject({
         success: false,
-        error: `Agent '${agent.agentId}' does not belong to this session`,
+        error: expect.stringContaining(`Agent '${agent.agentId}' does not belong to this session`),
       });
     }
     expect((await ctx.store.readHeartbeat("alpha", agent.agentId)).record).toBeUndefined();
@@ -236,7 +236,10 @@ describe("heartbeat: permission and input", () => {
       { agentId: agent.agentId, teamName: "alpha" },
       agent.sessionId,
     );
-    expect(result).toMatchObject({ success: false, error: `Agent '${agent.agentId}' not found` });
+    expect(result).toMatchObject({
+      success: false,
+      error: expect.stringContaining(`Agent '${agent.agentId}' not found`),
+    });
   });
 
   test("ids that cannot be paths are refused", async () => {
@@ -250,7 +253,10 @@ describe("heartbeat: permission and input", () => {
     const agent = await addAgent(ctx, "alpha");
     await writeFile(ctx.store.paths.agentState("alpha", agent.agentId), "{ torn");
     const result = await beat(agent);
-    expect(result).toMatchObject({ success: false, error: `Agent '${agent.agentId}' not found` });
+    expect(result).toMatchObject({
+      success: false,
+      error: expect.stringContaining(`Agent '${agent.agentId}' not found`),
+    });
     expect(result.warnings?.[0]).toContain("was damaged");
   });
 

@@ -126,15 +126,15 @@ describe("lifecycle transitions", () => {
 
 describe("agent-history tool", () => {
   test("newest first, filters, active and the interrupted run to resume", async () => {
-    const a = await addAgent(ctx, "alpha", { name: "a" });
-    await recordSpawned(ctx, a, "02");
+    const a = await addAgent(ctx, "alpha", { name: "a", plan: "02" });
+    await recordSpawned(ctx, a);
     ctx.clock.advance(1_000);
-    const b = await addAgent(ctx, "alpha", { name: "b" });
-    await recordSpawned(ctx, b, "03");
+    const b = await addAgent(ctx, "alpha", { name: "b", plan: "03" });
+    await recordSpawned(ctx, b);
     await recordEnded(ctx, "alpha", b.agentId, "interrupted");
     ctx.clock.advance(1_000);
-    const c = await addAgent(ctx, "alpha", { name: "c" });
-    await recordSpawned(ctx, c, "03");
+    const c = await addAgent(ctx, "alpha", { name: "c", plan: "03" });
+    await recordSpawned(ctx, c);
 
     type View = {
       success: boolean;
@@ -195,7 +195,7 @@ describe("agent-history tool", () => {
   });
 
   test("a damaged history found during a write is rebuilt before the change", async () => {
-    const a = await addAgent(ctx, "alpha", { name: "a" });
+    const a = await addAgent(ctx, "alpha", { name: "a", plan: "02" });
     await writeFile(ctx.store.paths.history("alpha"), "garbage");
     const warnings = await recordEnded(ctx, "alpha", a.agentId, "completed");
     expect(warnings[0]).toContain("rebuilt");

@@ -66,7 +66,17 @@ describe("list-agents", () => {
         "updates",
       ]);
       expect(Object.keys(agent.metadata).sort()).toEqual(
-        ["color", "created", "last_update", "model", "notes_preview", "pane_id", "session_id", "tags"].sort(),
+        [
+          "color",
+          "created",
+          "last_update",
+          "model",
+          "notes_preview",
+          "pane_id",
+          "plan",
+          "session_id",
+          "tags",
+        ].sort(),
       );
       expect(Object.keys(agent.state).sort()).toEqual(["error", "loaded_in_process", "metrics_available"]);
     }

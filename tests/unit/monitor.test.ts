@@ -1,17 +1,18 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { Event } from "@opencode-ai/sdk";
 import { classifyEvent, EventMonitor, isContextOverflow } from "../../src/operations/monitor.ts";
-import type { AgentState, InboxMessage } from "../../src/state/schemas.ts";
+import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { agentOnDisk, leaderInbox as inboxOfLeader, leadTeam } from "../helpers/team.ts";
+import type { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
 let monitor: EventMonitor;
-let leaderId: string;
 let leaderSession: FakeSession;
+let leaderId: string;
 
 const S = 1_000;
 
@@ -50,19 +51,12 @@ const ev = {
 
 beforeEach(async () => {
   ctx = await makeTestContext();
-  call = toolCaller(ctx);
-  const created = await call<{ leaderAgentId: string }>("create-team", { teamName: "alpha" }, "ses_lead");
-  leaderId = created.leaderAgentId;
-  leaderSession = ctx.local.addSession({ id: "ses_lead" });
+  ({ call, leaderSession, leaderId } = await leadTeam(ctx));
   monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
 });
 afterEach(() => ctx.cleanup());
 
-async function state(agent: { agentId: string }): Promise<AgentState> {
-  const read = await ctx.store.readAgent("alpha", agent.agentId);
-  if (read.kind !== "ok") throw new Error(`agent unreadable: ${read.kind}`);
-  return read.value;
-}
+const state = (agent: { agentId: string }) => agentOnDisk(ctx, agent);
 
 async function slotUpdates(agent: AgentState): Promise<number> {
   return (await ctx.store.readHeartbeat("alpha", agent.agentId)).record?.updates ?? 0;
@@ -73,9 +67,7 @@ async function feed(...events: unknown[]): Promise<void> {
   await monitor.settled();
 }
 
-async function leaderInbox(): Promise<InboxMessage[]> {
-  return (await ctx.store.readInbox("alpha", leaderId)).items;
-}
+const leaderInbox = () => inboxOfLeader(ctx);
 
 describe("event classification", () => {
   test("OpenCode's event names map to liveness signals", () => {

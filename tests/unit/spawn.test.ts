@@ -390,3 +390,34 @@ describe("spawn-agent: concurrency and colors", () => {
     expect(reused.warnings?.[0]).toContain(`reused '${victim.color}' from agent ${victim.agentId}`);
   });
 });
+
+describe("spawn-agent: plan", () => {
+  test("the plan is kept in the state, the history (and its filter) and list-agents", async () => {
+    const spawned = await spawn({ plan: "auth-rewrite" });
+    expect(spawned.success).toBe(true);
+    expect((await agentFile(spawned.agentId))?.plan).toBe("auth-rewrite");
+    const other = await spawn({});
+    const history = await call<{ entries: { agent_id: string; plan?: string }[] }>(
+      "agent-history",
+      { teamName: "alpha", plan: "auth-rewrite" },
+      LEADER,
+    );
+    expect(history.entries.map((e) => e.agent_id)).toEqual([spawned.agentId]);
+    const listed = await call<{ agents: { agent_id: string; metadata: { plan: string | null } }[] }>(
+      "list-agents",
+      { teamName: "alpha", grouped: false },
+      LEADER,
+    );
+    const planOf = (id: string) => listed.agents.find((a) => a.agent_id === id)?.metadata.plan;
+    expect(planOf(spawned.agentId)).toBe("auth-rewrite");
+    expect(planOf(other.agentId)).toBeNull();
+  });
+
+  test("a plan that is blank or has control characters is refused and nothing is created", async () => {
+    for (const plan of ["   ", "a\u0007b"]) {
+      const result = await spawn({ plan });
+      expect(result).toMatchObject({ success: false, error: expect.stringContaining("Invalid plan") });
+    }
+    await expectNoGhost();
+  });
+});

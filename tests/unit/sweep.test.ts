@@ -1,21 +1,22 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { readFile, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { nextHeartbeat } from "../../src/operations/heartbeat.ts";
-import { type InactiveAgent, onAgentsInactive } from "../../src/operations/inactive.ts";
+import { recordSpawned } from "../../src/operations/history.ts";
 import { StaleSweeper } from "../../src/operations/sweep.ts";
 import { reassignTasksOf } from "../../src/operations/task.ts";
 import {
+  AgentHistorySchema,
   type AgentState,
-  type InboxMessage,
-  ServerInfoSchema,
+  type HistoryEntry,
   type TaskBoard,
 } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
+import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
+import { agentOnDisk, leaderInbox as inboxOfLeader, leadTeam } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
@@ -28,11 +29,7 @@ const S = 1_000;
 
 beforeEach(async () => {
   ctx = await makeTestContext();
-  call = toolCaller(ctx);
-  const created = await call<{ leaderAgentId: string }>("create-team", { teamName: "alpha" }, "ses_lead");
-  leaderId = created.leaderAgentId;
-  // The leader runs in this process: its session is on the local server.
-  leaderSession = ctx.local.addSession({ id: "ses_lead" });
+  ({ call, leaderSession, leaderId } = await leadTeam(ctx));
   sweeper = new StaleSweeper(ctx);
 });
 afterEach(() => ctx.cleanup());
@@ -40,18 +37,18 @@ afterEach(() => ctx.cleanup());
 async function worker(overrides: Partial<AgentState> = {}, activity: FakeSession["activity"] = "idle") {
   const agent = await addAgent(ctx, "alpha", overrides);
   ctx.server.addSession({ id: agent.sessionId, activity });
+  await recordSpawned(ctx, agent);
   return agent;
 }
 
-async function state(agent: AgentState): Promise<AgentState> {
-  const read = await ctx.store.readAgent("alpha", agent.agentId);
-  if (read.kind !== "ok") throw new Error(`agent unreadable: ${read.kind}`);
-  return read.value;
+async function history(): Promise<HistoryEntry[]> {
+  const read = await readJson(ctx.store.paths.history("alpha"), AgentHistorySchema);
+  return read.kind === "ok" ? read.value.entries : [];
 }
 
-async function leaderInbox(): Promise<InboxMessage[]> {
-  return (await ctx.store.readInbox("alpha", leaderId)).items;
-}
+const state = (agent: AgentState) => agentOnDisk(ctx, agent);
+
+const leaderInbox = () => inboxOfLeader(ctx);
 
 async function board(): Promise<TaskBoard> {
   const read = await ctx.store.readTasks("alpha");
@@ -224,25 +221,19 @@ describe("stale sweep: idempotent across sweepers", () => {
     expect((await state(agent)).consecutiveMisses).toBe(1);
   });
 
-  test("two sweepers at the deadline: one transition, one notice, one listener call", async () => {
-    const calls: InactiveAgent[][] = [];
-    const off = onAgentsInactive((_ctx, _team, agents) => {
-      calls.push([...agents]);
-    });
-    try {
-      await worker();
-      ctx.clock.advance(61 * S);
-      await sweeper.sweep();
-      ctx.clock.advance(15 * S);
-      const other = new StaleSweeper(ctx);
-      const reports = await Promise.all([sweeper.sweep(), other.sweep(), sweeper.sweep()]);
-      expect(reports.map((r) => r.inactive.length).reduce((a, b) => a + b)).toBe(1);
-      expect(await leaderInbox()).toHaveLength(1);
-      expect(leaderSession.prompts).toHaveLength(1);
-      expect(calls).toHaveLength(1);
-    } finally {
-      off();
-    }
+  test("two sweepers at the deadline: one transition, one notice, one history record", async () => {
+    const agent = await worker();
+    ctx.clock.advance(61 * S);
+    await sweeper.sweep();
+    ctx.clock.advance(15 * S);
+    const other = new StaleSweeper(ctx);
+    const reports = await Promise.all([sweeper.sweep(), other.sweep(), sweeper.sweep()]);
+    expect(reports.map((r) => r.inactive.length).reduce((a, b) => a + b)).toBe(1);
+    expect(await leaderInbox()).toHaveLength(1);
+    expect(leaderSession.prompts).toHaveLength(1);
+    expect(await history()).toEqual([
+      expect.objectContaining({ agent_id: agent.agentId, status: "interrupted" }),
+    ]);
   });
 
   test("two processes sweeping the same files count each interval once", async () => {
@@ -259,18 +250,18 @@ describe("stale sweep: idempotent across sweepers", () => {
       await Bun.sleep(150);
       await writeFile(goFile, "");
       const outputs = await Promise.all(children.map((child) => new Response(child.stdout).text()));
-      return outputs.map(
-        (text) => JSON.parse(text) as { misses: number; inactive: number; listenerCalls: number },
-      );
+      return outputs.map((text) => JSON.parse(text) as { misses: number; inactive: number });
     };
     const start = ctx.clock.now();
     const first = await runPair(start + 61 * S, "go1");
     expect(first.map((r) => r.misses).sort()).toEqual([0, 1]);
     const second = await runPair(start + 76 * S, "go2");
     expect(second.map((r) => r.inactive).sort()).toEqual([0, 1]);
-    expect(second.map((r) => r.listenerCalls).sort()).toEqual([0, 1]);
     expect(await state(agent)).toMatchObject({ status: "inactive", consecutiveMisses: 2 });
     expect(await leaderInbox()).toHaveLength(1);
+    expect(await history()).toEqual([
+      expect.objectContaining({ agent_id: agent.agentId, status: "interrupted" }),
+    ]);
   });
 });
 
@@ -442,46 +433,40 @@ describe("stale sweep: who is swept", () => {
 });
 
 describe("stale sweep: batching", () => {
-  test("many agents at once: one board write, one notice with one line each, one listener call", async () => {
-    const calls: { team: string; agents: InactiveAgent[] }[] = [];
-    const off = onAgentsInactive((_ctx, team, agents) => {
-      calls.push({ team, agents: [...agents] });
-    });
-    try {
-      const agents = [];
-      for (let i = 0; i < 3; i++) agents.push(await worker({ name: `w${i}` }));
-      const tasks = [
-        await startTask(agents[0] as AgentState, "t0"),
-        await startTask(agents[2] as AgentState, "t2"),
-      ];
-      ctx.clock.advance(61 * S);
-      await sweeper.sweep();
-      ctx.clock.advance(15 * S);
-      const report = await sweeper.sweep();
-      expect(report.inactive).toHaveLength(3);
-      const inbox = await leaderInbox();
-      expect(inbox).toHaveLength(1);
-      const lines = (inbox[0]?.text ?? "").split("\n").sort();
-      expect(lines).toEqual(
-        agents
-          .map(
-            (a, i) =>
-              `Agent w${i} (${a.agentId}) became inactive: no heartbeat for 76 s (2 missed sweeps). Tasks returned to pending: ${
-                i === 0 ? tasks[0] : i === 2 ? tasks[1] : "none"
-              }.`,
-          )
-          .sort(),
-      );
-      expect(calls).toHaveLength(1);
-      expect(calls[0]?.team).toBe("alpha");
-      expect(calls[0]?.agents.map((a) => a.agent.name).sort()).toEqual(["w0", "w1", "w2"]);
-      expect(calls[0]?.agents.every((a) => a.agent.status === "inactive" && a.cause === "stale")).toBe(true);
-    } finally {
-      off();
-    }
+  test("many agents at once: one board write, one notice with one line each, the runs recorded interrupted", async () => {
+    const agents = [];
+    for (let i = 0; i < 3; i++) agents.push(await worker({ name: `w${i}` }));
+    const tasks = [
+      await startTask(agents[0] as AgentState, "t0"),
+      await startTask(agents[2] as AgentState, "t2"),
+    ];
+    ctx.clock.advance(61 * S);
+    await sweeper.sweep();
+    ctx.clock.advance(15 * S);
+    const report = await sweeper.sweep();
+    expect(report.inactive).toHaveLength(3);
+    const inbox = await leaderInbox();
+    expect(inbox).toHaveLength(1);
+    const lines = (inbox[0]?.text ?? "").split("\n").sort();
+    expect(lines).toEqual(
+      agents
+        .map(
+          (a, i) =>
+            `Agent w${i} (${a.agentId}) became inactive: no heartbeat for 76 s (2 missed sweeps). Tasks returned to pending: ${
+              i === 0 ? tasks[0] : i === 2 ? tasks[1] : "none"
+            }.`,
+        )
+        .sort(),
+    );
+    const entries = await history();
+    expect(entries.map((e) => [e.name, e.status]).sort()).toEqual([
+      ["w0", "interrupted"],
+      ["w1", "interrupted"],
+      ["w2", "interrupted"],
+    ]);
   });
 
-  test("the transitions go to the agent journal in one write; later sweeps fold them into the agent files", async () => {
+  test("the transitions are written into each agent file at once; the agent is refused further heartbeats", async () => {
     const agents = [];
     for (let i = 0; i < 3; i++) agents.push(await worker({ name: `w${i}` }));
     const onDisk = async (agent: AgentState) =>
@@ -492,36 +477,22 @@ describe("stale sweep: batching", () => {
     ctx.clock.advance(15 * S);
     const report = await sweeper.sweep();
     expect(report.inactive).toHaveLength(3);
-    const journal = JSON.parse(await readFile(ctx.store.paths.agentJournal("alpha"), "utf8"));
-    expect(Object.keys(journal.entries)).toHaveLength(3);
     for (const agent of agents) {
-      expect(await onDisk(agent)).toBe("active");
-      expect((await state(agent)).status).toBe("inactive");
+      expect(await onDisk(agent)).toBe("inactive");
       const beat = await call<{ success: boolean; error?: string }>(
         "heartbeat",
         { teamName: "alpha", agentId: agent.agentId },
         agent.sessionId,
       );
-      expect(beat).toMatchObject({ success: false, error: "Agent is inactive. Requires re-spawn." });
+      expect(beat).toMatchObject({
+        success: false,
+        error: expect.stringContaining("Agent is inactive: you were declared inactive"),
+      });
     }
-    ctx.clock.advance(15 * S);
-    // The next sweep folds the journal into the agent files.
-    expect((await sweeper.sweep()).folded).toBe(3);
-    for (const agent of agents) expect(await onDisk(agent)).toBe("inactive");
-    expect(await Bun.file(ctx.store.paths.agentJournal("alpha")).exists()).toBe(false);
   });
 
   test("ServerInfo.activeSessions is recounted when agents go inactive", async () => {
-    await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-      version: 1,
-      projectPath: ctx.projectRoot,
-      pid: process.pid,
-      port: 1,
-      hostname: "127.0.0.1",
-      startedAt: "2026-01-01T00:00:00.000Z",
-      activeSessions: 2,
-      logPath: "/tmp/x.log",
-    });
+    await recordServerInfo(ctx, 1, { activeSessions: 2 });
     await addAgent(ctx, "alpha", { name: "gone" });
     const alive = await worker({ name: "alive" });
     ctx.clock.advance(61 * S);
@@ -531,19 +502,17 @@ describe("stale sweep: batching", () => {
     expect(JSON.parse(await Bun.file(info).text()).activeSessions).toBe(1);
   });
 
-  test("a failing listener is logged and changes nothing", async () => {
-    const off = onAgentsInactive(() => {
-      throw new Error("history is broken");
-    });
-    try {
-      const agent = await addAgent(ctx, "alpha");
-      ctx.clock.advance(61 * S);
-      await sweeper.sweep();
-      expect((await state(agent)).status).toBe("inactive");
-      expect(ctx.logs.some((l) => l.level === "error" && l.message.includes("listener"))).toBe(true);
-    } finally {
-      off();
-    }
+  test("a history that cannot be written is logged and changes nothing", async () => {
+    const agent = await worker();
+    // A directory where the history file should be: every read and write of it fails.
+    await rm(ctx.store.paths.history("alpha"));
+    await mkdir(ctx.store.paths.history("alpha"));
+    ctx.server.sessions.delete(agent.sessionId);
+    ctx.clock.advance(61 * S);
+    expect((await sweeper.sweep()).inactive).toHaveLength(1);
+    expect((await state(agent)).status).toBe("inactive");
+    expect(await leaderInbox()).toHaveLength(1);
+    expect(ctx.logs.some((l) => l.level === "warn" && l.message.includes("could not record"))).toBe(true);
   });
 
   test("reassignTasksOf leaves other agents' tasks alone", async () => {
