@@ -70,6 +70,7 @@ export async function createTeam(
     tags: [],
   };
   await ctx.store.writeAgent(leader);
+  await ctx.store.createTasks(input.teamName);
   ctx.log("info", `team ${input.teamName} created`, { leaderAgentId, sessionId });
   return { success: true, teamName: input.teamName, leaderAgentId };
 }

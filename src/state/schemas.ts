@@ -155,9 +155,13 @@ export const TaskSchema = z.object({
 });
 export type Task = z.infer<typeof TaskSchema>;
 
+/** Tags a board begun where the previous one was lost, so its ids never repeat the lost board's (specs/storage.md). */
+export const TASK_SERIES_PATTERN = /^[0-9a-hjkmnp-tv-z]{5}$/;
+
 export const TaskBoardSchema = z.object({
   version,
   nextId: z.number().int().min(1),
+  series: z.string().regex(TASK_SERIES_PATTERN).optional(),
   tasks: z.array(TaskSchema),
 });
 export type TaskBoard = z.infer<typeof TaskBoardSchema>;
