@@ -1,4 +1,5 @@
 import type { ToolResult } from "@opencode-ai/plugin";
+import { collectWarnings } from "../operations/call-warnings.ts";
 import type { Logger } from "../operations/context.ts";
 import { failureFromError, type OpResult } from "../operations/result.ts";
 
@@ -15,7 +16,8 @@ export async function runTool<T extends object>(
 ): Promise<ToolResult> {
   let result: OpResult<T>;
   try {
-    result = await run();
+    const { value, warnings } = await collectWarnings(run);
+    result = withWarnings(value, warnings);
   } catch (error) {
     log("error", `${toolName} threw`, {
       error: error instanceof Error ? (error.stack ?? error.message) : String(error),
@@ -27,6 +29,13 @@ export async function runTool<T extends object>(
     title: result.success ? title(result) : `${toolName} failed: ${truncate(result.error, 80)}`,
     metadata: { success: result.success },
   };
+}
+
+/** Warnings raised on the way (call-warnings.ts) join the ones the operation returned, each once. */
+function withWarnings<T extends object>(result: OpResult<T>, raised: string[]): OpResult<T> {
+  if (raised.length === 0) return result;
+  const own = "warnings" in result && Array.isArray(result.warnings) ? (result.warnings as string[]) : [];
+  return { ...result, warnings: [...raised.filter((w) => !own.includes(w)), ...own] };
 }
 
 function truncate(text: string, max: number): string {
