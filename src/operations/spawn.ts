@@ -337,6 +337,8 @@ export interface LaunchSpec {
   reuseSessionId?: string;
   /** The agent this one continues (resume). */
   resumes?: string;
+  /** The new agent's id when the caller chose it first (resume claims the old agent for it); else a new UUID. */
+  agentId?: string;
 }
 
 /**
@@ -349,7 +351,7 @@ export async function launchAgent(
   steps: StepClock,
 ): Promise<OpResult<SpawnAgentOutput>> {
   const { team, server } = spec;
-  const agentId = uuidv4();
+  const agentId = spec.agentId ?? uuidv4();
   const rollback = new Rollback(ctx);
   const warnings: string[] = [];
   try {

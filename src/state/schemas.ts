@@ -99,6 +99,13 @@ export const AgentStateSchema = z.object({
   headless: z.boolean().default(false),
   timeoutMinutes: z.number().positive().optional(),
   resumes: z.string().optional(),
+  /**
+   * Set on an ended agent, under its lock, by the resume-agent call that continues it, before that call launches the
+   * successor with this id: a concurrent resume sees it and is refused (see specs/resume-agent.md).
+   */
+  resumedBy: z.string().optional(),
+  /** When resumedBy was set: a claim whose successor never got a record expires (a resume that crashed). */
+  resumeClaimedAt: isoDate.optional(),
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
   outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),
   shutdownRequestedAt: isoDate.optional(),
@@ -210,6 +217,13 @@ export const HistoryEntrySchema = z.object({
   status: HistoryStatusSchema,
   completion_timestamp: isoDate.nullable(),
   resumes: z.string().optional(),
+  /**
+   * Set on an ended agent, under its lock, by the resume-agent call that continues it, before that call launches the
+   * successor with this id: a concurrent resume sees it and is refused (see specs/resume-agent.md).
+   */
+  resumedBy: z.string().optional(),
+  /** When resumedBy was set: a claim whose successor never got a record expires (a resume that crashed). */
+  resumeClaimedAt: isoDate.optional(),
   resumed_by: z.string().optional(),
   summary: z.string().optional(),
   reason: z.string().optional(),
