@@ -32,6 +32,11 @@ export const TeamsOptionsSchema = z.object({
   opencodeBin: z.string().min(1).optional(),
   /** Pause between the 3 attempts to deliver a spawned agent's first prompt (also how long each is given to land). */
   promptRetryDelayMs: z.number().int().min(0).default(2_000),
+  /**
+   * Let spawn-agent start agents in a directory outside the project root, or in a git repository nested inside it
+   * (OpenCode takes either for another project). Off: such a `cwd` is refused.
+   */
+  allowCwdOutsideProject: z.boolean().default(false),
   /** Turn the background monitor and sweep off (the CLI and tests that drive them by hand). */
   background: z.boolean().default(true),
 });

@@ -21,6 +21,7 @@ import { getAgentStatusTool } from "./tools/get-agent-status.ts";
 import { heartbeatTool } from "./tools/heartbeat.ts";
 import { killAgentTool } from "./tools/kill-agent.ts";
 import { listAgentsTool } from "./tools/list-agents.ts";
+import { requireCallerSession } from "./tools/result.ts";
 import { resumeAgentTool } from "./tools/resume-agent.ts";
 import { spawnAgentTool } from "./tools/spawn-agent.ts";
 import { createTaskTool, listTasksTool, updateTaskTool } from "./tools/tasks.ts";
@@ -75,6 +76,10 @@ export function createContext(input: PluginInput, rawOptions: unknown): TeamsCon
 }
 
 export function createTools(ctx: TeamsContext): NonNullable<Hooks["tool"]> {
+  return requireCallerSession(toolsOf(ctx), ctx.log);
+}
+
+function toolsOf(ctx: TeamsContext): NonNullable<Hooks["tool"]> {
   return {
     "create-team": createTeamTool(ctx),
     "create-task": createTaskTool(ctx),

@@ -1,4 +1,5 @@
 import type { AgentRole, AgentState, TeamConfig } from "../state/schemas.ts";
+import { warnCaller } from "./call-warnings.ts";
 import type { TeamsContext } from "./context.ts";
 import { CallerError } from "./result.ts";
 
@@ -12,12 +13,57 @@ export interface Caller {
 export async function loadTeam(ctx: TeamsContext, teamName: string): Promise<TeamConfig> {
   const team = await ctx.store.readTeam(teamName);
   if (team.kind === "ok") return team.value;
+  const lost = team.kind === "corrupt" ? team.warning : "config.json is missing";
+  const rebuilt = await rebuildTeam(ctx, teamName, lost);
+  if (rebuilt) return rebuilt;
   if (team.kind === "corrupt") {
     throw new CallerError(
-      `Team '${teamName}' cannot be read: ${team.warning}. Recreate it with create-team.`,
+      `Team '${teamName}' cannot be read (${team.warning}) and cannot be rebuilt: no readable leader record is left in its agents directory. Remove ${ctx.store.paths.teamDir(teamName)} by hand to start over, or use another team name.`,
     );
   }
   throw new CallerError(`Team '${teamName}' does not exist`);
+}
+
+/**
+ * A team whose config was lost, rebuilt from its agent files: the leader record (role leader) holds the leader's id
+ * and session, the other files the members. Never a new leader: the team stays with the session that founded it.
+ * Undefined when there is no single leader record to rebuild from.
+ */
+async function rebuildTeam(
+  ctx: TeamsContext,
+  teamName: string,
+  lost: string,
+): Promise<TeamConfig | undefined> {
+  const { items } = await ctx.store.listAgentViews(teamName);
+  const leaders = items.filter((view) => view.state.role === "leader");
+  const leader = leaders[0]?.state;
+  if (leaders.length !== 1 || !leader || leader.sessionId === "") return undefined;
+  const config: TeamConfig = {
+    version: 1,
+    name: teamName,
+    ...(leader.prompt ? { description: leader.prompt } : {}),
+    createdAt: leader.createdAt,
+    leader: leader.agentId,
+    leaderSessionId: leader.sessionId,
+    ...(leader.model !== "default" ? { defaultModel: leader.model } : {}),
+    keepPanes: false,
+    members: items.map(({ state }) => ({
+      agentId: state.agentId,
+      name: state.name,
+      role: state.role,
+      joinedAt: state.createdAt,
+    })),
+  };
+  // Exclusive: of two processes rebuilding at once, one writes and the other reads what it wrote.
+  if ((await ctx.store.createTeam(config)) === "exists") {
+    const written = await ctx.store.readTeam(teamName);
+    if (written.kind !== "ok") return undefined;
+    return written.value;
+  }
+  const warning = `Team '${teamName}': ${lost}; its config was rebuilt from the agent files (leader ${leader.agentId}, ${config.members.length} members; keepPanes reset to false)`;
+  ctx.log("warn", warning);
+  warnCaller(warning);
+  return config;
 }
 
 /** Pick the live record when a session was handed from one agent record to another (resume keeps the session). */

@@ -1,5 +1,8 @@
+import { v4 as uuidv4 } from "uuid";
+import { isoNow } from "../clock.ts";
+import type { ProjectServer } from "../edges/server-manager.ts";
 import { assertAgentId, assertTeamName } from "../state/paths.ts";
-import type { AgentState } from "../state/schemas.ts";
+import type { AgentState, TeamConfig } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
 import { finishAgent, readAgentOrFail } from "./kill.ts";
@@ -43,22 +46,82 @@ function defaultContinuation(agent: AgentState, agentId: string): string {
   ].join("\n");
 }
 
-/** Why `agent` cannot be resumed, or undefined when it can. */
-async function refusal(ctx: TeamsContext, agent: AgentState): Promise<string | undefined> {
-  const who = `Agent '${agent.name}' (${agent.agentId})`;
+/**
+ * How long a claim on an agent (resumedBy) holds while its successor has no record yet: longer than a resume takes
+ * from its claim to the successor's record (closing the old pane, a session and a member), so only a resume that
+ * died in between loses it, and the agent can be resumed again after that.
+ */
+export const RESUME_CLAIM_TTL_MS = 120_000;
+
+function who(agent: AgentState): string {
+  return `Agent '${agent.name}' (${agent.agentId})`;
+}
+
+/** Why `agent`'s status and role forbid a resume, or undefined when they allow one. */
+function statusRefusal(agent: AgentState): string | undefined {
   if (agent.role === "leader") return "The team leader cannot be resumed";
   if (agent.status === "terminated" && !RESUMABLE_OUTCOMES.has(agent.outcome ?? "")) {
-    return `${who} ended as ${agent.outcome ?? "terminated"}; only an inactive, interrupted, failed or timed-out agent can be resumed. Spawn a new agent for new work.`;
+    return `${who(agent)} ended as ${agent.outcome ?? "terminated"}; only an inactive, interrupted, failed or timed-out agent can be resumed. Spawn a new agent for new work.`;
   }
   if (agent.status !== "terminated" && agent.status !== "inactive") {
-    return `${who} is ${agent.status}, not interrupted; only an inactive, interrupted, failed or timed-out agent can be resumed`;
-  }
-  const { items } = await ctx.store.listAgentViews(agent.teamName);
-  const successor = items.find((view) => view.state.resumes === agent.agentId);
-  if (successor) {
-    return `${who} was already resumed as ${successor.state.name} (${successor.state.agentId}); resume that one instead if it stopped too`;
+    return `${who(agent)} is ${agent.status}, not interrupted; only an inactive, interrupted, failed or timed-out agent can be resumed`;
   }
   return undefined;
+}
+
+function alreadyResumed(agent: AgentState, successor: Pick<AgentState, "name" | "agentId">): string {
+  return `${who(agent)} was already resumed as ${successor.name} (${successor.agentId}); resume that one instead if it stopped too`;
+}
+
+/** Why `agent` cannot be resumed, or undefined when it can (a first look; the claim decides under the lock). */
+async function refusal(ctx: TeamsContext, agent: AgentState): Promise<string | undefined> {
+  const refused = statusRefusal(agent);
+  if (refused) return refused;
+  // Agents resumed before resumedBy existed are found by their successor's `resumes`.
+  const { items } = await ctx.store.listAgentViews(agent.teamName);
+  const successor = items.find((view) => view.state.resumes === agent.agentId);
+  return successor ? alreadyResumed(agent, successor.state) : undefined;
+}
+
+/**
+ * Claim `agent` for the successor `successorId` under the agent's lock, so that of two resume calls racing (models
+ * call tools in parallel) exactly one launches. Refused while another claim holds: its successor has a record, or it
+ * is younger than RESUME_CLAIM_TTL_MS. Returns the refusal, or undefined once the claim is written.
+ */
+async function claimResume(
+  ctx: TeamsContext,
+  agent: AgentState,
+  successorId: string,
+): Promise<string | undefined> {
+  const { teamName, agentId } = agent;
+  return ctx.store.withAgentLock(teamName, agentId, async () => {
+    const read = await ctx.store.readAgent(teamName, agentId);
+    if (read.kind !== "ok") return `${who(agent)} can no longer be read (${read.kind}); check list-agents`;
+    const current = read.value;
+    const refused = statusRefusal(current);
+    if (refused) return refused;
+    if (current.resumedBy) {
+      const successor = await ctx.store.readAgent(teamName, current.resumedBy);
+      if (successor.kind === "ok") return alreadyResumed(current, successor.value);
+      const claimedAt = Date.parse(current.resumeClaimedAt ?? current.updatedAt);
+      if (successor.kind === "corrupt" || ctx.clock.now() - claimedAt < RESUME_CLAIM_TTL_MS) {
+        return `${who(current)} is being resumed right now as agent ${current.resumedBy} by another resume-agent call; wait for it, then check list-agents for that agent`;
+      }
+      ctx.log("warn", `resume of ${agentId} as ${current.resumedBy} never launched; claiming it again`);
+    }
+    const now = isoNow(ctx.clock);
+    await ctx.store.writeAgent({ ...current, resumedBy: successorId, resumeClaimedAt: now, updatedAt: now });
+    return undefined;
+  });
+}
+
+/** Give the claim back after a resume that launched nothing, so the agent can be resumed again at once. */
+async function releaseClaim(ctx: TeamsContext, agent: AgentState, successorId: string): Promise<void> {
+  await ctx.store.updateAgent(agent.teamName, agent.agentId, (current) => {
+    if (current?.resumedBy !== successorId) return undefined;
+    const { resumedBy: _, resumeClaimedAt: __, ...rest } = current;
+    return { ...rest, updatedAt: isoNow(ctx.clock) };
+  });
 }
 
 /**
@@ -90,6 +153,43 @@ export async function resumeAgent(
   const server = await projectServerOrFail(ctx);
   if ("success" in server) return server;
 
+  const successorId = uuidv4();
+  const claimRefused = await claimResume(ctx, old, successorId);
+  if (claimRefused) return fail(claimRefused);
+  let launched: Awaited<ReturnType<typeof relaunch>>;
+  try {
+    launched = await relaunch(ctx, { team, server, old, successorId, continuation }, steps);
+  } catch (error) {
+    await releaseClaim(ctx, old, successorId);
+    throw error;
+  }
+  if (!launched.success) {
+    await releaseClaim(ctx, old, successorId);
+    return launched;
+  }
+  const { warnings: launchWarnings = [], sessionReused, ...rest } = launched;
+  return {
+    ...rest,
+    resumedFrom: old.agentId,
+    sessionReused,
+    ...(launchWarnings.length > 0 ? { warnings: launchWarnings } : {}),
+  };
+}
+
+interface Relaunch {
+  team: TeamConfig;
+  server: ProjectServer;
+  old: AgentState;
+  successorId: string;
+  continuation: string | undefined;
+}
+
+/** End what is left of the old run, then launch its successor (on the old session when the server still has it). */
+async function relaunch(
+  ctx: TeamsContext,
+  { team, server, old, successorId, continuation }: Relaunch,
+  steps: StepClock,
+): Promise<OpResult<SpawnAgentOutput & { sessionReused: boolean }>> {
   const warnings: string[] = [];
   if (old.status !== "terminated") {
     // Inactive: its run was already recorded as interrupted. End the record (its dead pane closed, color freed) so
@@ -122,6 +222,7 @@ export async function resumeAgent(
       message: (agentId) => (sessionReused ? text(agentId) : `${old.prompt}\n\n${text(agentId)}`),
       ...(sessionReused ? { reuseSessionId: old.sessionId } : {}),
       resumes: old.agentId,
+      agentId: successorId,
     },
     steps,
   );
@@ -131,12 +232,6 @@ export async function resumeAgent(
       `The previous session ${old.sessionId} no longer exists on the server: a new session got the original prompt`,
     );
   }
-  const { warnings: launchWarnings = [], ...rest } = launched;
-  const allWarnings = [...warnings, ...launchWarnings];
-  return {
-    ...rest,
-    resumedFrom: old.agentId,
-    sessionReused,
-    ...(allWarnings.length > 0 ? { warnings: allWarnings } : {}),
-  };
+  const allWarnings = [...warnings, ...(launched.warnings ?? [])];
+  return { ...launched, sessionReused, ...(allWarnings.length > 0 ? { warnings: allWarnings } : {}) };
 }

@@ -1,4 +1,4 @@
-import { rm, stat } from "node:fs/promises";
+import { lstat, realpath, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { isoNow } from "../clock.ts";
@@ -120,12 +120,43 @@ function validateLabel(what: string, value: string, max: number): string {
   return trimmed;
 }
 
+const ALLOW_HINT = "set the plugin option allowCwdOutsideProject to true to allow it";
+
+/**
+ * The agent's working directory: the project root or a directory inside it, judged on real paths so no symlink leads
+ * out, and not inside a git repository nested in the project (OpenCode takes that for another project: its own
+ * config, plugins and sessions). Returned under the project root as given, with no symlink below it.
+ */
 async function resolveCwd(ctx: TeamsContext, cwd: string | undefined): Promise<string> {
   if (cwd === undefined || cwd.trim() === "") return ctx.projectRoot;
   const resolved = path.resolve(ctx.projectRoot, cwd);
   const info = await stat(resolved).catch(() => undefined);
   if (!info?.isDirectory()) throw new CallerError(`Working directory '${resolved}' does not exist`);
-  return resolved;
+  if (ctx.options.allowCwdOutsideProject) return resolved;
+  const [real, root] = await Promise.all([realpath(resolved), realpath(ctx.projectRoot)]);
+  const inside = path.relative(root, real);
+  if (inside === ".." || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside)) {
+    throw new CallerError(
+      `Working directory '${resolved}'${real === resolved ? "" : ` (really '${real}')`} is outside the project root '${root}': agents work inside the project. Pass a directory inside it, or ${ALLOW_HINT}.`,
+    );
+  }
+  const nested = await nestedRepository(root, inside);
+  if (nested) {
+    throw new CallerError(
+      `Working directory '${resolved}' is inside the git repository '${nested}', nested in the project: OpenCode treats it as a separate project (its own config, plugins and sessions), not as part of this team's. Pass a directory of this project outside it, or ${ALLOW_HINT}.`,
+    );
+  }
+  return path.join(ctx.projectRoot, inside);
+}
+
+/** The outermost directory between `root` (excluded) and `root/inside` (included) that holds a `.git`. */
+async function nestedRepository(root: string, inside: string): Promise<string | undefined> {
+  let dir = root;
+  for (const part of inside.split(path.sep).filter((p) => p !== "")) {
+    dir = path.join(dir, part);
+    if (await lstat(path.join(dir, ".git")).catch(() => undefined)) return dir;
+  }
+  return undefined;
 }
 
 function message(error: unknown): string {
@@ -312,6 +343,8 @@ export interface LaunchSpec {
   reuseSessionId?: string;
   /** The agent this one continues (resume). */
   resumes?: string;
+  /** The new agent's id when the caller chose it first (resume claims the old agent for it); else a new UUID. */
+  agentId?: string;
 }
 
 /**
@@ -324,7 +357,7 @@ export async function launchAgent(
   steps: StepClock,
 ): Promise<OpResult<SpawnAgentOutput>> {
   const { team, server } = spec;
-  const agentId = uuidv4();
+  const agentId = spec.agentId ?? uuidv4();
   const rollback = new Rollback(ctx);
   const warnings: string[] = [];
   try {

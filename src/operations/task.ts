@@ -1,8 +1,9 @@
 import { isoNow } from "../clock.ts";
 import { assertAgentId } from "../state/paths.ts";
-import type { Task, TaskStatus, TeamConfig } from "../state/schemas.ts";
+import type { AgentState, Task, TaskBoard, TaskStatus, TeamConfig } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
-import { loadTeam, requireMember } from "./identity.ts";
+import { isLive } from "./heartbeat.ts";
+import { type Caller, loadTeam, requireMember } from "./identity.ts";
 import { CallerError, type OpResult } from "./result.ts";
 
 const ORDER: Record<TaskStatus, number> = { pending: 0, in_progress: 1, completed: 2 };
@@ -12,6 +13,69 @@ function assertMemberId(team: TeamConfig, agentId: string): void {
   if (!team.members.some((member) => member.agentId === agentId)) {
     throw new CallerError(`Agent '${agentId}' is not a member of team '${team.name}'`);
   }
+}
+
+/** `task-<n>` on a team's first board; `task-<series>-<n>` on a board begun after one was lost. */
+function nextTaskId(board: TaskBoard): string {
+  return board.series ? `task-${board.series}-${board.nextId}` : `task-${board.nextId}`;
+}
+
+async function agentState(
+  ctx: TeamsContext,
+  teamName: string,
+  agentId: string,
+): Promise<AgentState | undefined> {
+  const read = await ctx.store.readAgent(teamName, agentId);
+  return read.kind === "ok" ? read.value : undefined;
+}
+
+/**
+ * Why `agentId` cannot own a task now, or undefined when it can: only a running agent (spawning, active, idle) takes
+ * work, since nothing hands back the tasks of an agent that already ended. Read under the board's lock: an agent
+ * declared dead after this read has its tasks handed back by a board write that waits for ours.
+ */
+async function ownerRefusal(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+): Promise<string | undefined> {
+  if (agentId === team.leader) return undefined;
+  const agent = await agentState(ctx, team.name, agentId);
+  if (!agent) {
+    return `Agent '${agentId}' of team '${team.name}' cannot be read, so it cannot take tasks. Assign a running agent (see list-agents).`;
+  }
+  if (isLive(agent.status)) return undefined;
+  const who = `Agent '${agent.name}' (${agent.agentId})`;
+  const why =
+    agent.status === "terminated"
+      ? `ended (${agent.outcome ?? "terminated"})`
+      : agent.status === "inactive"
+        ? `inactive (${agent.statusReason ?? "it stopped responding"})`
+        : "shutting down";
+  return `${who} is ${why} and cannot take tasks. Assign a running agent (see list-agents)${
+    agent.status === "shutting_down" ? "" : ", or resume this one first (resume-agent)"
+  }.`;
+}
+
+/**
+ * Why the calling agent may not change the board, or undefined when it may. An agent declared inactive had its tasks
+ * handed back and may be replaced: its work would collide with whoever took them over.
+ */
+async function callerRefusal(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  caller: Caller,
+  claiming: boolean,
+): Promise<string | undefined> {
+  if (caller.isLeader) return undefined;
+  const agent = await agentState(ctx, team.name, caller.agentId);
+  if (agent?.status === "inactive") {
+    return `You were declared inactive (${agent.statusReason ?? "no sign of life"}) and your tasks went back to pending. Stop working and ask the team leader to resume you (resume-agent ${agent.agentId}); do not change the task board meanwhile.`;
+  }
+  if (claiming && agent?.status === "shutting_down") {
+    return "You are shutting down: take no new task. Save your work and call confirm-shutdown.";
+  }
+  return undefined;
 }
 
 export interface CreateTaskInput {
@@ -25,15 +89,20 @@ export async function createTask(
   ctx: TeamsContext,
   input: CreateTaskInput,
   sessionId: string,
-): Promise<OpResult<{ task: Task }>> {
+): Promise<OpResult<{ task: Task; warnings?: string[] }>> {
   const team = await loadTeam(ctx, input.teamName);
   const caller = await requireMember(ctx, team, sessionId);
   if (input.assignee !== undefined) assertMemberId(team, input.assignee);
   const now = isoNow(ctx.clock);
   let created: Task | undefined;
-  await ctx.store.updateTasks(team.name, (board) => {
+  let refusal: string | undefined;
+  const { warnings } = await ctx.store.updateTasks(team.name, async (board) => {
+    refusal =
+      (await callerRefusal(ctx, team, caller, false)) ??
+      (input.assignee === undefined ? undefined : await ownerRefusal(ctx, team, input.assignee));
+    if (refusal) return undefined;
     created = {
-      id: `task-${board.nextId}`,
+      id: nextTaskId(board),
       title: input.title,
       description: input.description,
       status: "pending",
@@ -44,8 +113,19 @@ export async function createTask(
     };
     return { ...board, nextId: board.nextId + 1, tasks: [...board.tasks, created] };
   });
+  if (refusal) return { success: false, error: refusal };
   if (!created) throw new Error("task board update did not run");
-  return { success: true, task: created };
+  return { success: true, task: created, ...boardWarnings(warnings) };
+}
+
+function boardWarnings(warnings: string[]): { warnings?: string[] } {
+  return warnings.length > 0
+    ? {
+        warnings: warnings.map(
+          (w) => `${w}; the task board starts empty again, and ids of the lost board are never reused`,
+        ),
+      }
+    : {};
 }
 
 export interface UpdateTaskInput {
@@ -59,13 +139,15 @@ export async function updateTask(
   ctx: TeamsContext,
   input: UpdateTaskInput,
   sessionId: string,
-): Promise<OpResult<{ task: Task }>> {
+): Promise<OpResult<{ task: Task; warnings?: string[] }>> {
   const team = await loadTeam(ctx, input.teamName);
   const caller = await requireMember(ctx, team, sessionId);
   if (input.assignee !== undefined) assertMemberId(team, input.assignee);
   let updated: Task | undefined;
   let refusal: string | undefined;
-  await ctx.store.updateTasks(team.name, (board) => {
+  const { warnings } = await ctx.store.updateTasks(team.name, async (board) => {
+    refusal = await callerRefusal(ctx, team, caller, input.status === "in_progress");
+    if (refusal) return undefined;
     const task = board.tasks.find((candidate) => candidate.id === input.taskId);
     if (!task) {
       refusal = `Task '${input.taskId}' not found in team '${team.name}'`;
@@ -83,6 +165,11 @@ export async function updateTask(
     const assignee =
       input.assignee ??
       (input.status === "in_progress" && task.assignee === null ? caller.agentId : task.assignee);
+    // Whoever ends up owning unfinished work must be running to do it (or to have it handed back when it dies).
+    if (input.status !== "completed" && assignee !== null) {
+      refusal = await ownerRefusal(ctx, team, assignee);
+      if (refusal) return undefined;
+    }
     updated = { ...task, status: input.status, assignee, updatedAt: isoNow(ctx.clock) };
     return {
       ...board,
@@ -91,7 +178,7 @@ export async function updateTask(
   });
   if (refusal) return { success: false, error: refusal };
   if (!updated) throw new Error("task board update did not run");
-  return { success: true, task: updated };
+  return { success: true, task: updated, ...boardWarnings(warnings) };
 }
 
 export interface ListTasksInput {
@@ -116,7 +203,7 @@ export async function listTasks(
       (input.assignee === undefined || task.assignee === input.assignee),
   );
   return board.kind === "corrupt"
-    ? { success: true, tasks, warnings: [`${board.warning}; the task board starts empty again`] }
+    ? { success: true, tasks, ...boardWarnings([board.warning]) }
     : { success: true, tasks };
 }
 

@@ -2,6 +2,7 @@ import { v4 as uuidv4 } from "uuid";
 import { isoNow } from "../clock.ts";
 import { assertTeamName } from "../state/paths.ts";
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
+import { listDir } from "../state/store.ts";
 import type { TeamsContext } from "./context.ts";
 import { CallerError, type OpResult } from "./result.ts";
 
@@ -23,6 +24,19 @@ export function assertModelRef(model: string, what: string): void {
 
 export const LEADER_COLOR = "white";
 
+/**
+ * Why `teamName` cannot be founded again, or undefined when nothing of it is left. A team whose config was lost still
+ * has a leader (its agent file holds the leader's session, and the config is rebuilt from it): a new create-team would
+ * make a second one.
+ */
+async function leftoverState(ctx: TeamsContext, teamName: string): Promise<string | undefined> {
+  const dir = ctx.store.paths.teamDir(teamName);
+  const entries = await listDir(dir);
+  if (entries.length === 0) return undefined;
+  if (entries.includes("config.json")) return `Team '${teamName}' already exists`;
+  return `Team '${teamName}' already has state in ${dir} (${entries.slice(0, 5).join(", ")}) but no readable config. Its leader keeps it: any team tool called by the leader rebuilds the config. To start over, remove that directory by hand, or pick another team name.`;
+}
+
 /** The calling session founds the team and becomes its leader. */
 export async function createTeam(
   ctx: TeamsContext,
@@ -31,6 +45,8 @@ export async function createTeam(
 ): Promise<OpResult<{ teamName: string; leaderAgentId: string }>> {
   assertTeamName(input.teamName);
   if (input.defaultModel !== undefined) assertModelRef(input.defaultModel, "defaultModel");
+  const leftover = await leftoverState(ctx, input.teamName);
+  if (leftover) return { success: false, error: leftover };
   const now = isoNow(ctx.clock);
   const leaderAgentId = uuidv4();
   const config: TeamConfig = {
@@ -70,6 +86,7 @@ export async function createTeam(
     tags: [],
   };
   await ctx.store.writeAgent(leader);
+  await ctx.store.createTasks(input.teamName);
   ctx.log("info", `team ${input.teamName} created`, { leaderAgentId, sessionId });
   return { success: true, teamName: input.teamName, leaderAgentId };
 }

@@ -105,6 +105,13 @@ export const AgentStateSchema = z.object({
   /** Short name of the plan or epic the agent works under (spawn-agent `plan`), for history and listings. */
   plan: z.string().optional(),
   resumes: z.string().optional(),
+  /**
+   * Set on an ended agent, under its lock, by the resume-agent call that continues it, before that call launches the
+   * successor with this id: a concurrent resume sees it and is refused (see specs/resume-agent.md).
+   */
+  resumedBy: z.string().optional(),
+  /** When resumedBy was set: a claim whose successor never got a record expires (a resume that crashed). */
+  resumeClaimedAt: isoDate.optional(),
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
   outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),
   shutdownRequestedAt: isoDate.optional(),
@@ -150,9 +157,13 @@ export const TaskSchema = z.object({
 });
 export type Task = z.infer<typeof TaskSchema>;
 
+/** Tags a board begun where the previous one was lost, so its ids never repeat the lost board's (specs/storage.md). */
+export const TASK_SERIES_PATTERN = /^[0-9a-hjkmnp-tv-z]{5}$/;
+
 export const TaskBoardSchema = z.object({
   version,
   nextId: z.number().int().min(1),
+  series: z.string().regex(TASK_SERIES_PATTERN).optional(),
   tasks: z.array(TaskSchema),
 });
 export type TaskBoard = z.infer<typeof TaskBoardSchema>;
@@ -201,6 +212,13 @@ export const HistoryEntrySchema = z.object({
   status: HistoryStatusSchema,
   completion_timestamp: isoDate.nullable(),
   resumes: z.string().optional(),
+  /**
+   * Set on an ended agent, under its lock, by the resume-agent call that continues it, before that call launches the
+   * successor with this id: a concurrent resume sees it and is refused (see specs/resume-agent.md).
+   */
+  resumedBy: z.string().optional(),
+  /** When resumedBy was set: a claim whose successor never got a record expires (a resume that crashed). */
+  resumeClaimedAt: isoDate.optional(),
   resumed_by: z.string().optional(),
   summary: z.string().optional(),
   reason: z.string().optional(),

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
@@ -53,6 +54,14 @@ export function effectiveHeartbeatTs(state: AgentState, heartbeat: HeartbeatReco
 
 function byText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Crockford's base32 alphabet in lower case: no i, l, o or u to misread. */
+const SERIES_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
+
+/** 5 crypto-random characters (25 bits): two lost boards of one team share a series about once in 33 million. */
+function newTaskSeries(): string {
+  return Array.from(randomBytes(5), (byte) => SERIES_ALPHABET[byte % 32]).join("");
 }
 
 /** Agents read, decided and written at once by a batch: enough to overlap the disk's latency, few enough for its queue. */
@@ -276,11 +285,23 @@ export class TeamStore {
     return readJson(this.paths.tasks(teamName), TaskBoardSchema);
   }
 
-  updateTasks(teamName: string, fn: (board: TaskBoard) => TaskBoard | undefined) {
+  /** The board a new team starts with (create-team): the only board whose ids carry no series. */
+  async createTasks(teamName: string): Promise<void> {
+    await createJson(this.paths.tasks(teamName), TaskBoardSchema, { version: 1, nextId: 1, tasks: [] });
+  }
+
+  /**
+   * Read-modify-write of the board under its lock. A board that is missing or damaged was lost (create-team writes
+   * the first one): its successor starts a new series, so no id of the lost board is ever issued again.
+   */
+  updateTasks(
+    teamName: string,
+    fn: (board: TaskBoard) => TaskBoard | undefined | Promise<TaskBoard | undefined>,
+  ) {
     return updateJson(
       this.paths.tasks(teamName),
       TaskBoardSchema,
-      (current) => fn(current ?? { version: 1, nextId: 1, tasks: [] }),
+      (current) => fn(current ?? { version: 1, nextId: 1, series: newTaskSeries(), tasks: [] }),
       this.lockTiming,
     );
   }

@@ -26,7 +26,12 @@ export function spawnAgentTool(ctx: TeamsContext) {
         ),
       providerId: z.string().optional().describe('Provider ID override (e.g., "anthropic")'),
       role: z.enum(["worker", "reviewer"]).default("worker").describe("Agent role within the team"),
-      cwd: z.string().optional().describe("Working directory override. Defaults to project root."),
+      cwd: z
+        .string()
+        .optional()
+        .describe(
+          "Working directory, relative to the project root or absolute; must be inside the project and not in a nested git repository. Defaults to the project root.",
+        ),
       headless: z.boolean().optional().describe("Run the agent on the server only, without a tmux pane"),
       plan: z
         .string()
