@@ -23,6 +23,14 @@ export interface PaneRef {
   paneId: string;
 }
 
+/** A pane found by the `@agent_id` option set on it at spawn. */
+export interface MarkedPane {
+  paneId: string;
+  panePid: number;
+  /** Its `@opencode_session_id` option, when set. */
+  sessionId: string | undefined;
+}
+
 /** The tmux operations the plugin needs; the real one (tmux.ts) shells out to the tmux binary. */
 export interface TmuxApi {
   /** tmux is installed and runnable. */
@@ -41,6 +49,12 @@ export interface TmuxApi {
    * server is not running; undefined when tmux could not be asked.
    */
   livePanes(socket: string | undefined): Promise<Set<string> | undefined>;
+  /**
+   * The pane on a tmux server whose `@agent_id` option is `agentId` (the mark spawn sets, so the pane is provably the
+   * agent's whatever its id); undefined when no pane carries it or that server is not running. Throws when tmux could
+   * not be asked.
+   */
+  findAgentPane(socket: string | undefined, agentId: string): Promise<MarkedPane | undefined>;
   /** Type text into a pane (the prompt-delivery fallback). */
   sendText(ref: PaneRef, text: string): Promise<void>;
   /**

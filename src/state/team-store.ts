@@ -7,6 +7,7 @@ import { readSlot, writeSlot } from "./heartbeat-slot.ts";
 import type { LockTiming } from "./lock.ts";
 import { isLocked, waitUntilUnlocked, withFileLock } from "./lock.ts";
 import { isAgentId, type StoragePaths } from "./paths.ts";
+import { type SalvagedAgent, salvageAgent } from "./salvage.ts";
 import {
   type AgentJournal,
   AgentJournalSchema,
@@ -40,6 +41,15 @@ export interface AgentView {
   heartbeat: HeartbeatRecord | undefined;
   /** The newer of the durable heartbeat and the slot's. */
   heartbeatTs: string;
+}
+
+/** An agent known only by its traces (see TeamStore.listUnreadableAgents). */
+export interface UnreadableAgent {
+  agentId: string;
+  /** The newest damaged copy moved aside, and what was wrong with it; absent when none is left. */
+  movedTo?: string;
+  problem?: string;
+  salvaged: SalvagedAgent;
 }
 
 export interface Listed<T> {
@@ -363,7 +373,39 @@ export class TeamStore {
       .filter(isAgentId);
   }
 
-  /** Every agent of one team; damaged files are moved aside and reported, the rest still listed. */
+  /**
+   * Agents whose state file is gone while traces of them remain: a damaged copy moved aside, or a heartbeat slot. Such
+   * an agent may still run (its pane, session, tasks and color held), so callers show it rather than forget it. What
+   * the newest damaged copy still says is salvaged; its problem is described again on every call, the file being
+   * moved aside only once.
+   */
+  async listUnreadableAgents(teamName: string): Promise<UnreadableAgent[]> {
+    const dir = this.paths.agentsDir(teamName);
+    const names = await listDir(dir);
+    const present = new Set<string>();
+    const traces = new Map<string, string[]>();
+    for (const name of names) {
+      const [agentId = "", rest = ""] = name.split(/\.(.*)/s);
+      if (!isAgentId(agentId)) continue;
+      if (rest === "json") present.add(agentId);
+      else if (rest === "hb" || rest.startsWith("json.corrupt-"))
+        traces.set(agentId, [...(traces.get(agentId) ?? []), ...(rest === "hb" ? [] : [name])]);
+    }
+    const unreadable = [...traces].filter(([agentId]) => !present.has(agentId));
+    return Promise.all(
+      unreadable.map(async ([agentId, copies]) => {
+        const newest = copies.sort().at(-1);
+        if (!newest) return { agentId, salvaged: {} };
+        const movedTo = path.join(dir, newest);
+        const text = await readFile(movedTo, "utf8").catch(() => "");
+        const parsed = parseJson(text, AgentStateSchema);
+        const problem = parsed.ok ? "unreadable when it was moved aside" : parsed.problem;
+        return { agentId, movedTo, problem, salvaged: salvageAgent(text) };
+      }),
+    );
+  }
+
+  /** Every readable agent of one team; damaged files are moved aside (listUnreadableAgents shows their agents). */
   async listAgentViews(teamName: string): Promise<Listed<AgentView>> {
     const [ids, journal] = await Promise.all([this.listAgentIds(teamName), this.readJournal(teamName)]);
     const filesOf = this.paths.agentFilesOf(teamName);
@@ -383,9 +425,8 @@ export class TeamStore {
         if (read.kind === "ok") {
           items.push(read.value);
           warnings.push(...read.warnings);
-        } else if (read.kind === "corrupt") {
-          warnings.push(`Skipped agent ${agentId}: ${read.warning}. Re-spawn it if it is still needed.`);
         }
+        // A damaged file is moved aside here, silently: listUnreadableAgents reports that agent on every listing.
       }),
     );
     // Files only go away when agents do: while the team's count is unchanged, the caches hold nothing to drop (an

@@ -1,6 +1,6 @@
 import type { Event } from "@opencode-ai/sdk";
 import type { ModelRef, OpencodeApi, SessionActivity, SessionUsage } from "../../src/edges/opencode-api.ts";
-import type { PaneRef, PaneSpec, TmuxApi } from "../../src/edges/tmux-api.ts";
+import type { MarkedPane, PaneRef, PaneSpec, TmuxApi } from "../../src/edges/tmux-api.ts";
 
 export interface FakeSession {
   id: string;
@@ -196,6 +196,15 @@ export class FakeTmux implements TmuxApi {
     this.livePaneQueries++;
     if (!this.installed) return undefined;
     return new Set([...this.panes.values()].filter((pane) => pane.alive).map((pane) => pane.paneId));
+  }
+
+  async findAgentPane(socket: string | undefined, agentId: string): Promise<MarkedPane | undefined> {
+    if (!this.installed) throw new Error("cannot run tmux: executable not found");
+    for (const pane of this.panes.values()) {
+      if (!pane.alive || pane.spec.socket !== socket || pane.spec.options?.agent_id !== agentId) continue;
+      return { paneId: pane.paneId, panePid: pane.panePid, sessionId: pane.spec.options.opencode_session_id };
+    }
+    return undefined;
   }
 
   async sendText(ref: PaneRef, text: string): Promise<void> {
