@@ -5,6 +5,7 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { readFile, writeFile } from "node:fs/promises";
+import { collectStatus } from "../../src/cli/status.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import { StaleSweeper } from "../../src/operations/sweep.ts";
 import { createTeam } from "../../src/operations/team.ts";
@@ -126,6 +127,11 @@ describe("a damaged agent file", () => {
       expect(one.success).toBe(true);
       expect(one.agents.map((a) => a.status)).toEqual(["unknown"]);
       expect(one.warnings?.some((w) => w.includes(agent.agentId))).toBe(true);
+
+      const table = await collectStatus(ctx, "alpha", false);
+      const row = table.agents.find((r) => r.agentId === agent.agentId);
+      expect(row).toMatchObject({ name: "builder", status: "unknown", tasks: [agent.taskId] });
+      expect(table.warnings.some((w) => w.includes(agent.agentId))).toBe(true);
     }
 
     const killed = await call<{
@@ -166,34 +172,46 @@ describe("a damaged agent file", () => {
     expect(again.error).toContain("already terminated");
   });
 
-  test("a torn file still names its session; a pane without the agent's mark is never touched", async () => {
+  /** Torn mid-write: the tail is lost, the fields before it are as written. */
+  async function tearAgentFile(agentId: string) {
+    const text = await readFile(agentFile(agentId), "utf8");
+    await writeFile(agentFile(agentId), text.slice(0, text.indexOf('"cwd"')));
+  }
+
+  test("kill-agent ends it at once, from a torn file, and never touches a pane without its mark", async () => {
     const agent = await runningAgentWithTask();
-    // Torn mid-write: the tail is lost, the fields before it are as written.
-    const text = await readFile(agentFile(agent.agentId), "utf8");
-    await writeFile(agentFile(agent.agentId), text.slice(0, text.indexOf('"cwd"')));
+    await tearAgentFile(agent.agentId);
     // The user closed the agent's pane; tmux reused its id for a pane of their own.
     const own = ctx.tmux.panes.get(agent.paneId);
     if (!own) throw new Error("no pane");
-    own.alive = false;
     ctx.tmux.panes.set(agent.paneId, { ...own, alive: true, spec: { ...own.spec, options: {} } });
 
+    const killed = await call<{ success: boolean; error?: string; reassignedTasks: string[] }>(
+      "kill-agent",
+      { teamName: "alpha", agentId: agent.agentId, force: true },
+      LEADER,
+    );
+    expect(killed.error).toBeUndefined();
+    expect(killed.reassignedTasks).toEqual([agent.taskId]);
+    // The session the torn file still names is aborted; the user's pane is left alone.
+    expect(ctx.server.calls).toContain(`abortSession ${agent.sessionId}`);
+    expect(ctx.tmux.panes.get(agent.paneId)?.alive).toBe(true);
+  });
+
+  test("a torn file's listing shows what it still says", async () => {
+    const agent = await runningAgentWithTask();
+    await tearAgentFile(agent.agentId);
     const listed = await call<{ agents: Listing[] }>(
       "list-agents",
       { teamName: "alpha", grouped: false },
       LEADER,
     );
     const shown = listed.agents.find((a) => a.agent_id === agent.agentId);
-    expect(shown?.metadata).toMatchObject({ session_id: agent.sessionId, model: "mock/mock-model" });
-
-    const killed = await call<{ success: boolean; reassignedTasks: string[] }>(
-      "kill-agent",
-      { teamName: "alpha", agentId: agent.agentId, force: true },
-      LEADER,
-    );
-    expect(killed.success).toBe(true);
-    expect(killed.reassignedTasks).toEqual([agent.taskId]);
-    expect(ctx.server.calls).toContain(`abortSession ${agent.sessionId}`);
-    expect(ctx.tmux.panes.get(agent.paneId)?.alive).toBe(true);
+    expect(shown?.metadata).toMatchObject({
+      session_id: agent.sessionId,
+      model: "mock/mock-model",
+      pane_id: agent.paneId,
+    });
   });
 
   test("the sweep neither throws nor repeats itself over it", async () => {
