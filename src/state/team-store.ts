@@ -109,12 +109,41 @@ function viewOf(state: ReadResult<AgentState>, heartbeat: { record?: HeartbeatRe
   return { kind: "ok" as const, value: view, warnings: heartbeat.warning ? [heartbeat.warning] : [] };
 }
 
+/**
+ * Agents that left a trace in their team's agents directory (a damaged copy moved aside, a heartbeat slot) but have no
+ * state file, from its listing: id -> its damaged copies, oldest first (the names sort by the time they were moved).
+ */
+function tracesWithoutFile(names: readonly string[]): ReadonlyMap<string, readonly string[]> {
+  const present = new Set<string>();
+  const traces = new Map<string, string[]>();
+  const add = (agentId: string, copy?: string) => {
+    const copies = traces.get(agentId) ?? [];
+    if (copy) copies.push(copy);
+    traces.set(agentId, copies);
+  };
+  for (const name of names) {
+    if (name.endsWith(".json")) present.add(name.slice(0, -".json".length));
+    else if (name.endsWith(".hb")) add(name.slice(0, -".hb".length));
+    else {
+      const at = name.indexOf(".json.corrupt-");
+      if (at > 0) add(name.slice(0, at), name);
+    }
+  }
+  for (const [agentId, copies] of traces) {
+    if (present.has(agentId) || !isAgentId(agentId)) traces.delete(agentId);
+    else copies.sort();
+  }
+  return traces;
+}
+
 /** Typed access to one project's team state. Every method validates names before touching a path. */
 export class TeamStore {
   /** Listings only: single reads (under a lock, before a write) always go to the file. */
   private readonly listedAgents = new StatCache<ReadResult<AgentState>>();
   private readonly listedSlots = new StatCache<Awaited<ReturnType<TeamStore["readHeartbeat"]>>>();
   private readonly journals = new StatCache<AgentJournal>();
+  /** Per team agents directory: see listUnreadableAgents. */
+  private readonly agentTraces = new StatCache<ReadonlyMap<string, readonly string[]>>();
   /** How many agent files each team had at its last listing (see listAgentViews). */
   private readonly listedCounts = new Map<string, number>();
 
@@ -381,20 +410,11 @@ export class TeamStore {
    */
   async listUnreadableAgents(teamName: string): Promise<UnreadableAgent[]> {
     const dir = this.paths.agentsDir(teamName);
-    const names = await listDir(dir);
-    const present = new Set<string>();
-    const traces = new Map<string, string[]>();
-    for (const name of names) {
-      const [agentId = "", rest = ""] = name.split(/\.(.*)/s);
-      if (!isAgentId(agentId)) continue;
-      if (rest === "json") present.add(agentId);
-      else if (rest === "hb" || rest.startsWith("json.corrupt-"))
-        traces.set(agentId, [...(traces.get(agentId) ?? []), ...(rest === "hb" ? [] : [name])]);
-    }
-    const unreadable = [...traces].filter(([agentId]) => !present.has(agentId));
+    // Cached by the directory's stat, which changes whenever a file in it comes or goes: listings stay one stat dearer.
+    const traces = await this.agentTraces.get(dir, async () => tracesWithoutFile(await listDir(dir)));
     return Promise.all(
-      unreadable.map(async ([agentId, copies]) => {
-        const newest = copies.sort().at(-1);
+      [...traces].map(async ([agentId, copies]) => {
+        const newest = copies.at(-1);
         if (!newest) return { agentId, salvaged: {} };
         const movedTo = path.join(dir, newest);
         const text = await readFile(movedTo, "utf8").catch(() => "");
