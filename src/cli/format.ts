@@ -42,6 +42,7 @@ export const STATUS_STYLE: Record<string, Style> = {
   inactive: "red",
   shutting_down: "yellow",
   terminated: "gray",
+  unknown: "magenta",
 };
 
 export const HEALTH_STYLE: Record<string, Style> = {

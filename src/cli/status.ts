@@ -1,5 +1,6 @@
 import type { TeamsContext } from "../operations/context.ts";
 import { healthOf } from "../operations/list-agents.ts";
+import { listUnknownAgents } from "../operations/unknown-agents.ts";
 import { type Cell, formatAge, HEALTH_STYLE, type Painter, renderTable, STATUS_STYLE } from "./format.ts";
 
 export interface StatusRow {
@@ -9,7 +10,7 @@ export interface StatusRow {
   role: string;
   status: string;
   health: string;
-  heartbeatAgeS: number;
+  heartbeatAgeS: number | null;
   model: string;
   paneId: string | null;
   tasks: string[];
@@ -39,6 +40,8 @@ export async function collectStatus(
     warnings.push(...listed.warnings);
     const board = await ctx.store.readTasks(team);
     const tasks = board.kind === "ok" ? board.value.tasks : [];
+    const held = (agentId: string) =>
+      tasks.filter((t) => t.assignee === agentId && t.status === "in_progress").map((t) => t.id);
     for (const view of listed.items) {
       const { state } = view;
       if (state.status === "terminated" && !includeTerminated) continue;
@@ -52,9 +55,25 @@ export async function collectStatus(
         heartbeatAgeS: Math.max(0, Math.round((now - Date.parse(view.heartbeatTs)) / 1000)),
         model: state.model,
         paneId: state.paneId ?? null,
-        tasks: tasks
-          .filter((t) => t.assignee === state.agentId && t.status === "in_progress")
-          .map((t) => t.id),
+        tasks: held(state.agentId),
+      });
+    }
+    // Agents whose state file is damaged: shown on every run, with what their traces tell.
+    for (const agent of await listUnknownAgents(ctx, team)) {
+      warnings.push(agent.warning);
+      agents.push({
+        team,
+        name: agent.name ?? "?",
+        agentId: agent.agentId,
+        role: agent.role ?? "?",
+        status: "unknown",
+        health: "unknown",
+        heartbeatAgeS: agent.heartbeatTs
+          ? Math.max(0, Math.round((now - Date.parse(agent.heartbeatTs)) / 1000))
+          : null,
+        model: agent.model ?? "?",
+        paneId: agent.paneId,
+        tasks: held(agent.agentId),
       });
     }
   }

@@ -44,6 +44,14 @@ export function ownsLivePane(live: LivePanes, ref: PaneRef): boolean {
   );
 }
 
+/** A pane found by the `@agent_id` option set on it at spawn. */
+export interface MarkedPane {
+  paneId: string;
+  panePid: number;
+  /** Its `@opencode_session_id` option, when set. */
+  sessionId: string | undefined;
+}
+
 /** The tmux operations the plugin needs; the real one (tmux.ts) shells out to the tmux binary. */
 export interface TmuxApi {
   /** tmux is installed and runnable. */
@@ -68,6 +76,12 @@ export interface TmuxApi {
    * no server identity when that server is not running; undefined when tmux could not be asked.
    */
   livePanes(socket: string | undefined): Promise<LivePanes | undefined>;
+  /**
+   * The pane on a tmux server whose `@agent_id` option is `agentId` (the mark spawn sets, so the pane is provably the
+   * agent's whatever its id); undefined when no pane carries it or that server is not running. Throws when tmux could
+   * not be asked.
+   */
+  findAgentPane(socket: string | undefined, agentId: string): Promise<MarkedPane | undefined>;
   /** Type text into the agent's pane (the prompt-delivery fallback); throws, typing nothing, when it is not theirs. */
   sendText(ref: PaneRef, text: string): Promise<void>;
   /**

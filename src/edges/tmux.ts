@@ -1,5 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { type LivePanes, ownsLivePane, type PaneRef, type PaneSpec, type TmuxApi } from "./tmux-api.ts";
+import {
+  type LivePanes,
+  type MarkedPane,
+  ownsLivePane,
+  type PaneRef,
+  type PaneSpec,
+  type TmuxApi,
+} from "./tmux-api.ts";
 
 export class TmuxError extends Error {
   override name = "TmuxError";
@@ -375,6 +382,25 @@ export class TmuxCli implements TmuxApi {
       if (!line.dead) live.owners.set(line.paneId, line.agentId);
     }
     return live;
+  }
+
+  async findAgentPane(socket: string | undefined, agentId: string): Promise<MarkedPane | undefined> {
+    const result = await this.run(socket, [
+      "list-panes",
+      "-a",
+      "-F",
+      "#{pane_id} #{pane_pid} #{@agent_id} #{@opencode_session_id}",
+    ]);
+    if (result.code !== 0) {
+      if (/no server running|error connecting|no such file/i.test(result.stderr)) return undefined;
+      throw new TmuxError(`tmux list-panes failed: ${result.stderr.trim() || `exit ${result.code}`}`);
+    }
+    for (const line of result.stdout.split("\n")) {
+      const [paneId, pid, id, sessionId] = line.trim().split(" ");
+      if (paneId && id === agentId)
+        return { paneId, panePid: Number(pid), sessionId: sessionId || undefined };
+    }
+    return undefined;
   }
 
   /**

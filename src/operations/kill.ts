@@ -11,6 +11,7 @@ import { agentEnded, type EndedStatus } from "./run-history.ts";
 import { recountActiveSessions } from "./server-sessions.ts";
 import { recordedModel } from "./spawn.ts";
 import { reassignTasksOf } from "./task.ts";
+import { endUnknownAgent, findUnknownAgent } from "./unknown-agents.ts";
 
 export interface KillAgentInput {
   teamName: string;
@@ -22,9 +23,10 @@ export interface KillAgentInput {
 /**
  * How the kill ended. graceful: "confirmed" (the agent called confirm-shutdown). force: "forced" (asked for),
  * "timeout" (no confirmation in time), "unreachable" (the shutdown request could not be sent), "not_running" (the
- * agent was not running a session that could answer: spawning or inactive).
+ * agent was not running a session that could answer: spawning or inactive), "unreadable" (its state file is damaged:
+ * nothing to ask it with, see unknown-agents.ts).
  */
-export type KillPhase = "confirmed" | "timeout" | "unreachable" | "forced" | "not_running";
+export type KillPhase = "confirmed" | "timeout" | "unreachable" | "forced" | "not_running" | "unreadable";
 
 export interface KillAgentOutput {
   method: "graceful" | "force";
@@ -227,6 +229,36 @@ export async function finishAgent(
   };
 }
 
+/** kill-agent of an agent whose state file cannot be read: ended by force if its traces show it, else not found. */
+async function killUnknownAgent(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  input: KillAgentInput,
+): Promise<OpResult<KillAgentOutput>> {
+  const agent = await findUnknownAgent(ctx, team.name, input.agentId);
+  if (!agent) return fail(`Agent '${input.agentId}' not found in team '${team.name}'`);
+  if (agent.role === "leader") return fail("The team leader cannot kill itself");
+  const reason = input.reason?.trim() || "killed by the leader (its state file was damaged)";
+  const end = await endUnknownAgent(ctx, team, agent, reason);
+  if (!end.ended) return fail(end.error);
+  const warnings = [
+    `Agent '${agent.name ?? agent.agentId}' had an unreadable state file: it was ended from its traces and its state file rewritten as terminated`,
+    ...end.warnings,
+  ];
+  if (!input.force)
+    warnings.unshift(
+      "A graceful shutdown needs the agent's state file, which is damaged: it was ended by force",
+    );
+  ctx.log("info", `unknown agent ${agent.agentId} killed`, { agentId: agent.agentId });
+  return {
+    success: true,
+    method: "force",
+    phase: "unreadable",
+    reassignedTasks: end.reassignedTasks,
+    warnings,
+  };
+}
+
 /**
  * kill-agent: leader only; not the leader itself; not an agent already terminated. Graceful by default: the agent is
  * asked to finish and confirm (confirm-shutdown) and is finished as force when it does not within shutdownTimeoutMs.
@@ -242,7 +274,9 @@ export async function killAgent(
   const team = await loadTeam(ctx, input.teamName);
   await requireLeader(ctx, team, callerSessionId, "Only the team leader can kill agents");
   if (input.agentId === team.leader) return fail("The team leader cannot kill itself");
-  const agent = await readAgentOrFail(ctx, team, input.agentId);
+  const read = await ctx.store.readAgent(team.name, input.agentId);
+  if (read.kind !== "ok") return killUnknownAgent(ctx, team, input);
+  const agent = read.value;
   if (agent.role === "leader") return fail("The team leader cannot kill itself");
   if (agent.status === "terminated")
     return fail(`Agent '${agent.name}' (${agent.agentId}) is already terminated`);

@@ -1,9 +1,10 @@
 import type { OpencodeApi } from "../edges/opencode-api.ts";
-import type { AgentStatus } from "../state/schemas.ts";
+import type { ListedStatus } from "../state/schemas.ts";
 import type { AgentView } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, resolveCaller } from "./identity.ts";
 import { CallerError, type OpResult } from "./result.ts";
+import { listUnknownAgents, type UnknownAgent } from "./unknown-agents.ts";
 
 export const HEALTH_STATUSES = ["healthy", "degraded", "critical", "unknown", "error"] as const;
 export type HealthStatus = (typeof HEALTH_STATUSES)[number];
@@ -11,12 +12,17 @@ export type HealthStatus = (typeof HEALTH_STATUSES)[number];
 /** One agent, always the same keys: null where a value is unknown, never a missing key. */
 export interface AgentListing {
   agent_id: string;
-  name: string;
+  name: string | null;
   team: string;
-  role: string;
-  lifecycle_status: AgentStatus;
+  role: string | null;
+  lifecycle_status: ListedStatus;
   health_status: HealthStatus;
-  summary: { updates: number; last_activity: string | null; age_days: number; primary_tags: string[] };
+  summary: {
+    updates: number | null;
+    last_activity: string | null;
+    age_days: number | null;
+    primary_tags: string[];
+  };
   metrics: {
     heartbeat_age_s: number;
     consecutive_misses: number;
@@ -27,12 +33,12 @@ export interface AgentListing {
     cost: number;
   } | null;
   metadata: {
-    created: string;
-    last_update: string;
-    model: string;
-    color: string;
+    created: string | null;
+    last_update: string | null;
+    model: string | null;
+    color: string | null;
     pane_id: string | null;
-    session_id: string;
+    session_id: string | null;
     tags: string[];
     plan: string | null;
     notes_preview: string | null;
@@ -43,21 +49,21 @@ export interface AgentListing {
 export interface ListAgentsInput {
   teamName?: string;
   grouped: boolean;
-  statusFilter?: AgentStatus;
+  statusFilter?: ListedStatus;
   healthFilter?: HealthStatus;
   summaryOnly: boolean;
 }
 
 export interface ListAgentsSummary {
   total: number;
-  by_status: Partial<Record<AgentStatus, number>>;
+  by_status: Partial<Record<ListedStatus, number>>;
   by_health: Partial<Record<HealthStatus, number>>;
   loaded_count: number;
 }
 
 export type ListAgentsOutput = {
   summary: ListAgentsSummary;
-  agents?: AgentListing[] | Partial<Record<AgentStatus, AgentListing[]>>;
+  agents?: AgentListing[] | Partial<Record<ListedStatus, AgentListing[]>>;
   warnings?: string[];
 };
 
@@ -159,6 +165,39 @@ async function toListing(ctx: TeamsContext, view: AgentView, lookup: UsageLookup
   };
 }
 
+/** An agent whose state file cannot be read: what its traces tell, null for the rest, the warning as its error. */
+function unknownListing(agent: UnknownAgent, now: number): AgentListing {
+  return {
+    agent_id: agent.agentId,
+    name: agent.name,
+    team: agent.teamName,
+    role: agent.role,
+    lifecycle_status: "unknown",
+    health_status: "unknown",
+    summary: {
+      updates: agent.updates,
+      last_activity: agent.heartbeatTs,
+      age_days: agent.createdAt
+        ? Math.max(0, Math.floor((now - Date.parse(agent.createdAt)) / DAY_MS))
+        : null,
+      primary_tags: [],
+    },
+    metrics: null,
+    metadata: {
+      created: agent.createdAt,
+      last_update: null,
+      model: agent.model,
+      color: agent.color,
+      pane_id: agent.paneId,
+      session_id: agent.sessionId,
+      tags: [],
+      plan: null,
+      notes_preview: null,
+    },
+    state: { loaded_in_process: false, metrics_available: false, error: agent.warning },
+  };
+}
+
 function summarize(listings: AgentListing[]): ListAgentsSummary {
   const summary: ListAgentsSummary = {
     total: listings.length,
@@ -203,14 +242,19 @@ export async function listAgents(
   const teams = await visibleTeams(ctx, input.teamName, sessionId);
   const warnings: string[] = [];
   const views: AgentView[] = [];
+  const unknown: AgentListing[] = [];
   for (const teamName of teams) {
     const listed = await ctx.store.listAgentViews(teamName);
     views.push(...listed.items);
     warnings.push(...listed.warnings);
+    for (const agent of await listUnknownAgents(ctx, teamName)) {
+      unknown.push(unknownListing(agent, ctx.clock.now()));
+      warnings.push(agent.warning);
+    }
   }
   const server = await ctx.edges.projectServer().catch(() => undefined);
   const lookup = usageLookup(ctx, server);
-  const all = await Promise.all(views.map((view) => toListing(ctx, view, lookup)));
+  const all = [...(await Promise.all(views.map((view) => toListing(ctx, view, lookup)))), ...unknown];
   const listings = all.filter(
     (l) =>
       (input.statusFilter === undefined || l.lifecycle_status === input.statusFilter) &&
@@ -219,7 +263,7 @@ export async function listAgents(
   const output: ListAgentsOutput = { summary: summarize(listings) };
   if (!input.summaryOnly) {
     if (input.grouped) {
-      const groups: Partial<Record<AgentStatus, AgentListing[]>> = {};
+      const groups: Partial<Record<ListedStatus, AgentListing[]>> = {};
       for (const listing of listings) {
         const group = groups[listing.lifecycle_status] ?? [];
         group.push(listing);

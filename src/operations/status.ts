@@ -2,12 +2,13 @@ import { connect } from "node:net";
 import { SdkOpencodeApi, serverAuthFromEnv } from "../edges/opencode-client.ts";
 import { pidAlive } from "../edges/process.ts";
 import { assertAgentId } from "../state/paths.ts";
-import { type AgentRole, type AgentStatus, ServerInfoSchema } from "../state/schemas.ts";
+import { type AgentRole, type AgentStatus, type ListedStatus, ServerInfoSchema } from "../state/schemas.ts";
 import { readJson } from "../state/store.ts";
 import type { AgentView } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireMember } from "./identity.ts";
 import { fail, type OpResult } from "./result.ts";
+import { findUnknownAgent, listUnknownAgents, type UnknownAgent } from "./unknown-agents.ts";
 
 export interface GetAgentStatusInput {
   teamName: string;
@@ -38,6 +39,28 @@ export interface AgentStatusResponse {
   terminatedAt?: string;
 }
 
+/**
+ * An agent whose state file cannot be read: the same keys, `status: "unknown"`, null where its traces do not tell.
+ */
+export interface UnknownStatusResponse {
+  agentId: string;
+  name: string | null;
+  role: AgentRole | null;
+  model: string | null;
+  status: "unknown";
+  isActive: null;
+  color: string | null;
+  heartbeatTs: string | null;
+  heartbeatAge: number | null;
+  heartbeatHealthy: null;
+  sessionId: string | null;
+  paneId?: string;
+  cwd: string | null;
+  consecutiveMisses: null;
+  sessionRotationCount: null;
+  createdAt: string | null;
+}
+
 export interface ServerStatus {
   port: number;
   pid: number;
@@ -57,10 +80,10 @@ export interface StatusSummary {
 }
 
 export interface GetAgentStatusOutput {
-  agents: AgentStatusResponse[];
+  agents: (AgentStatusResponse | UnknownStatusResponse)[];
   server?: ServerStatus;
   summary: StatusSummary;
-  /** Agent files that were damaged and skipped (moved aside). */
+  /** Agents shown as unknown (their state file is damaged) and damaged heartbeat slots. */
   warnings?: string[];
 }
 
@@ -96,8 +119,8 @@ export function toStatusResponse(
   };
 }
 
-export function summarize(agents: readonly AgentStatusResponse[]): StatusSummary {
-  const count = (status: AgentStatus) => agents.filter((agent) => agent.status === status).length;
+export function summarize(agents: readonly (AgentStatusResponse | UnknownStatusResponse)[]): StatusSummary {
+  const count = (status: ListedStatus) => agents.filter((agent) => agent.status === status).length;
   return {
     total: agents.length,
     active: count("active"),
@@ -105,6 +128,27 @@ export function summarize(agents: readonly AgentStatusResponse[]): StatusSummary
     inactive: count("inactive"),
     shuttingDown: count("shutting_down"),
     terminated: count("terminated"),
+  };
+}
+
+export function unknownStatusResponse(agent: UnknownAgent, now: number): UnknownStatusResponse {
+  return {
+    agentId: agent.agentId,
+    name: agent.name,
+    role: agent.role,
+    model: agent.model,
+    status: "unknown",
+    isActive: null,
+    color: agent.color,
+    heartbeatTs: agent.heartbeatTs,
+    heartbeatAge: agent.heartbeatTs ? Math.max(0, now - Date.parse(agent.heartbeatTs)) / 1000 : null,
+    heartbeatHealthy: null,
+    sessionId: agent.sessionId,
+    ...(agent.paneId ? { paneId: agent.paneId } : {}),
+    cwd: agent.cwd,
+    consecutiveMisses: null,
+    sessionRotationCount: null,
+    createdAt: agent.createdAt,
   };
 }
 
@@ -157,17 +201,18 @@ export async function getAgentStatus(
   const now = ctx.clock.now();
   const threshold = ctx.options.staleThresholdMs;
   const warnings: string[] = [];
-  let agents: AgentStatusResponse[];
+  let agents: GetAgentStatusOutput["agents"];
   if (input.agentId !== undefined) {
     assertAgentId(input.agentId);
     const read = await ctx.store.readAgentView(team.name, input.agentId);
-    if (read.kind === "missing") return fail(`Agent '${input.agentId}' not found in team '${team.name}'`);
-    if (read.kind === "corrupt") {
-      warnings.push(`Skipped agent ${input.agentId}: ${read.warning}. Re-spawn it if it is still needed.`);
-      agents = [];
-    } else {
+    if (read.kind === "ok") {
       warnings.push(...read.warnings);
       agents = [toStatusResponse(read.value, now, threshold)];
+    } else {
+      const unknown = await findUnknownAgent(ctx, team.name, input.agentId);
+      if (!unknown) return fail(`Agent '${input.agentId}' not found in team '${team.name}'`);
+      warnings.push(unknown.warning);
+      agents = [unknownStatusResponse(unknown, now)];
     }
   } else {
     const listed = await ctx.store.listAgentViews(team.name);
@@ -175,6 +220,10 @@ export async function getAgentStatus(
     agents = listed.items
       .filter((view) => input.includeTerminated || view.state.status !== "terminated")
       .map((view) => toStatusResponse(view, now, threshold));
+    for (const unknown of await listUnknownAgents(ctx, team.name)) {
+      warnings.push(unknown.warning);
+      agents.push(unknownStatusResponse(unknown, now));
+    }
   }
   const server = input.includeServer ? await serverStatus(ctx) : undefined;
   return {

@@ -7,6 +7,7 @@ import { readSlot, writeSlot } from "./heartbeat-slot.ts";
 import type { LockTiming } from "./lock.ts";
 import { withFileLock } from "./lock.ts";
 import { isAgentId, type StoragePaths } from "./paths.ts";
+import { type SalvagedAgent, salvageAgent } from "./salvage.ts";
 import {
   type AgentState,
   AgentStateSchema,
@@ -38,6 +39,15 @@ export interface AgentView {
   heartbeat: HeartbeatRecord | undefined;
   /** The newer of the durable heartbeat and the slot's. */
   heartbeatTs: string;
+}
+
+/** An agent known only by its traces (see TeamStore.listUnreadableAgents). */
+export interface UnreadableAgent {
+  agentId: string;
+  /** The newest damaged copy moved aside, and what was wrong with it; absent when none is left. */
+  movedTo?: string;
+  problem?: string;
+  salvaged: SalvagedAgent;
 }
 
 export interface Listed<T> {
@@ -84,11 +94,40 @@ function viewOf(state: ReadResult<AgentState>, heartbeat: { record?: HeartbeatRe
   return { kind: "ok" as const, value: view, warnings: heartbeat.warning ? [heartbeat.warning] : [] };
 }
 
+/**
+ * Agents that left a trace in their team's agents directory (a damaged copy moved aside, a heartbeat slot) but have no
+ * state file, from its listing: id -> its damaged copies, oldest first (the names sort by the time they were moved).
+ */
+function tracesWithoutFile(names: readonly string[]): ReadonlyMap<string, readonly string[]> {
+  const present = new Set<string>();
+  const traces = new Map<string, string[]>();
+  const add = (agentId: string, copy?: string) => {
+    const copies = traces.get(agentId) ?? [];
+    if (copy) copies.push(copy);
+    traces.set(agentId, copies);
+  };
+  for (const name of names) {
+    if (name.endsWith(".json")) present.add(name.slice(0, -".json".length));
+    else if (name.endsWith(".hb")) add(name.slice(0, -".hb".length));
+    else {
+      const at = name.indexOf(".json.corrupt-");
+      if (at > 0) add(name.slice(0, at), name);
+    }
+  }
+  for (const [agentId, copies] of traces) {
+    if (present.has(agentId) || !isAgentId(agentId)) traces.delete(agentId);
+    else copies.sort();
+  }
+  return traces;
+}
+
 /** Typed access to one project's team state. Every method validates names before touching a path. */
 export class TeamStore {
   /** Listings only: single reads (under a lock, before a write) always go to the file. */
   private readonly listedAgents = new StatCache<ReadResult<AgentState>>();
   private readonly listedSlots = new StatCache<Awaited<ReturnType<TeamStore["readHeartbeat"]>>>();
+  /** Per team agents directory: see listUnreadableAgents. */
+  private readonly agentTraces = new StatCache<ReadonlyMap<string, readonly string[]>>();
   /** How many agent files each team had at its last listing (see listAgentViews). */
   private readonly listedCounts = new Map<string, number>();
 
@@ -234,7 +273,30 @@ export class TeamStore {
       .filter(isAgentId);
   }
 
-  /** Every agent of one team; damaged files are moved aside and reported, the rest still listed. */
+  /**
+   * Agents whose state file is gone while traces of them remain: a damaged copy moved aside, or a heartbeat slot. Such
+   * an agent may still run (its pane, session, tasks and color held), so callers show it rather than forget it. What
+   * the newest damaged copy still says is salvaged; its problem is described again on every call, the file being
+   * moved aside only once.
+   */
+  async listUnreadableAgents(teamName: string): Promise<UnreadableAgent[]> {
+    const dir = this.paths.agentsDir(teamName);
+    // Cached by the directory's stat, which changes whenever a file in it comes or goes: listings stay one stat dearer.
+    const traces = await this.agentTraces.get(dir, async () => tracesWithoutFile(await listDir(dir)));
+    return Promise.all(
+      [...traces].map(async ([agentId, copies]) => {
+        const newest = copies.at(-1);
+        if (!newest) return { agentId, salvaged: {} };
+        const movedTo = path.join(dir, newest);
+        const text = await readFile(movedTo, "utf8").catch(() => "");
+        const parsed = parseJson(text, AgentStateSchema);
+        const problem = parsed.ok ? "unreadable when it was moved aside" : parsed.problem;
+        return { agentId, movedTo, problem, salvaged: salvageAgent(text) };
+      }),
+    );
+  }
+
+  /** Every readable agent of one team; damaged files are moved aside (listUnreadableAgents shows their agents). */
   async listAgentViews(teamName: string): Promise<Listed<AgentView>> {
     const ids = await this.listAgentIds(teamName);
     const filesOf = this.paths.agentFilesOf(teamName);
@@ -254,9 +316,8 @@ export class TeamStore {
         if (read.kind === "ok") {
           items.push(read.value);
           warnings.push(...read.warnings);
-        } else if (read.kind === "corrupt") {
-          warnings.push(`Skipped agent ${agentId}: ${read.warning}. Re-spawn it if it is still needed.`);
         }
+        // A damaged file is moved aside here, silently: listUnreadableAgents reports that agent on every listing.
       }),
     );
     // Files only go away when agents do: while the team's count is unchanged, the caches hold nothing to drop (an

@@ -14,7 +14,7 @@ export function listAgentsTool(ctx: TeamsContext) {
       teamName: z.string().min(1).optional().describe("Team to list; every team you belong to when omitted"),
       grouped: z.boolean().default(true).describe("Group agents by lifecycle status"),
       statusFilter: z
-        .enum(["spawning", "active", "idle", "inactive", "shutting_down", "terminated"])
+        .enum(["spawning", "active", "idle", "inactive", "shutting_down", "terminated", "unknown"])
         .optional()
         .describe("Only agents with this lifecycle status"),
       healthFilter: z.enum(HEALTH_STATUSES).optional().describe("Only agents with this health status"),

@@ -2,6 +2,7 @@ import type { Event } from "@opencode-ai/sdk";
 import type { ModelRef, OpencodeApi, SessionActivity, SessionUsage } from "../../src/edges/opencode-api.ts";
 import {
   type LivePanes,
+  type MarkedPane,
   ownsLivePane,
   type PaneRef,
   type PaneSpec,
@@ -243,6 +244,15 @@ export class FakeTmux implements TmuxApi {
       server: alive.length > 0 ? this.server : undefined,
       owners: new Map(alive.map((pane) => [pane.paneId, pane.spec.options?.agent_id ?? ""])),
     };
+  }
+
+  async findAgentPane(socket: string | undefined, agentId: string): Promise<MarkedPane | undefined> {
+    if (!this.installed) throw new Error("cannot run tmux: executable not found");
+    for (const pane of this.panes.values()) {
+      if (!pane.alive || pane.spec.socket !== socket || pane.spec.options?.agent_id !== agentId) continue;
+      return { paneId: pane.paneId, panePid: pane.panePid, sessionId: pane.spec.options.opencode_session_id };
+    }
+    return undefined;
   }
 
   async sendText(ref: PaneRef, text: string): Promise<void> {

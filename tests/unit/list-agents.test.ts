@@ -175,12 +175,13 @@ describe("list-agents", () => {
     });
   });
 
-  test("a damaged agent file is skipped with a warning", async () => {
+  test("a damaged agent file: its agent is listed as unknown with a warning", async () => {
     const agent = await addAgent(ctx, "alpha", { name: "broken" });
     await writeFile(ctx.store.paths.agentState("alpha", agent.agentId), "{");
     const result = await call<Listed>("list-agents", { teamName: "alpha", grouped: false }, "ses_lead");
     expect(result.success).toBe(true);
-    expect((result.agents as AgentListing[]).map((a) => a.name)).toEqual(["leader"]);
+    const listed = (result.agents as AgentListing[]).map((a) => [a.agent_id, a.lifecycle_status]);
+    expect(listed).toContainEqual([agent.agentId, "unknown"]);
     expect(result.warnings?.[0]).toContain(agent.agentId);
   });
 });

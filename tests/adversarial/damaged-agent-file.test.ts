@@ -1,0 +1,259 @@
+/**
+ * A damaged agent file must not hide a running agent: listings show it as `unknown` with a warning on every call, and
+ * kill-agent ends it (its marked pane closed, its session aborted, its tasks handed back, its color released, its end
+ * in the history). Unit level with fakes, plus the tmux lookup by `@agent_id` against real tmux on a private socket.
+ */
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { readFile, writeFile } from "node:fs/promises";
+import { collectStatus } from "../../src/cli/status.ts";
+import { TmuxCli } from "../../src/edges/tmux.ts";
+import { StaleSweeper } from "../../src/operations/sweep.ts";
+import { createTeam } from "../../src/operations/team.ts";
+import { ColorPoolSchema, type TaskBoard } from "../../src/state/schemas.ts";
+import { readJson } from "../../src/state/store.ts";
+import { hasTmux, killServer, tmuxSocketName } from "../e2e/harness/tmux.ts";
+import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
+import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { toolCaller } from "../helpers/tools.ts";
+
+const LEADER = "ses_leader";
+
+interface Listing {
+  agent_id: string;
+  lifecycle_status: string;
+  health_status: string;
+  session_id?: string | null;
+  metadata: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+let ctx: TestContext;
+let call: ReturnType<typeof toolCaller>;
+
+beforeAll(instantPanes);
+
+beforeEach(async () => {
+  ctx = await makeTestContext({ promptRetryDelayMs: 0, shutdownTimeoutMs: 500 });
+  call = toolCaller(ctx);
+  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
+  if (!team.success) throw new Error(team.error);
+});
+afterEach(() => ctx.cleanup());
+
+/** A running agent (busy session, pane) holding one in_progress task. */
+async function runningAgentWithTask() {
+  const spawned = await call<{ success: boolean; agentId: string; sessionId: string; paneId: string }>(
+    "spawn-agent",
+    { teamName: "alpha", prompt: "Build the parser", name: "builder" },
+    LEADER,
+  );
+  if (!spawned.success) throw new Error(JSON.stringify(spawned));
+  const created = await call<{ task: { id: string } }>(
+    "create-task",
+    { teamName: "alpha", title: "parser" },
+    LEADER,
+  );
+  await call(
+    "update-task",
+    { teamName: "alpha", taskId: created.task.id, status: "in_progress" },
+    spawned.sessionId,
+  );
+  const session = ctx.server.sessions.get(spawned.sessionId);
+  if (!session) throw new Error("no session");
+  session.activity = "busy";
+  return { ...spawned, taskId: created.task.id };
+}
+
+const agentFile = (agentId: string) => ctx.store.paths.agentState("alpha", agentId);
+
+async function taskOf(taskId: string) {
+  const board = JSON.parse(await readFile(ctx.store.paths.tasks("alpha"), "utf8")) as TaskBoard;
+  return board.tasks.find((task) => task.id === taskId);
+}
+
+async function historyOf(agentId: string) {
+  const history = JSON.parse(await readFile(ctx.store.paths.history("alpha"), "utf8")) as {
+    entries: { agent_id: string; status: string }[];
+  };
+  return history.entries.filter((entry) => entry.agent_id === agentId);
+}
+
+async function heldColor(agentId: string) {
+  const pool = await readJson(ctx.store.paths.colorPool, ColorPoolSchema);
+  if (pool.kind !== "ok") throw new Error("no color pool");
+  return pool.value.assignments.find((a) => a.agentId === agentId && !a.releasedAt);
+}
+
+/** Every key path of a value, so two listings can be compared for the same key set. */
+function keyPaths(value: unknown, prefix = ""): string[] {
+  if (!value || typeof value !== "object" || Array.isArray(value)) return [prefix];
+  return Object.entries(value).flatMap(([key, inner]) =>
+    key === "metrics" ? [`${prefix}.${key}`] : keyPaths(inner, `${prefix}.${key}`),
+  );
+}
+
+describe("a damaged agent file", () => {
+  test("shows the agent as unknown in every listing, every time, and kill-agent ends it", async () => {
+    const agent = await runningAgentWithTask();
+    await writeFile(agentFile(agent.agentId), '{"version": 1, "agentId": \u0000 garbage');
+
+    for (let round = 1; round <= 2; round++) {
+      const listed = await call<{ agents: Listing[]; warnings?: string[] }>(
+        "list-agents",
+        { teamName: "alpha", grouped: false },
+        LEADER,
+      );
+      const shown = listed.agents.find((a) => a.agent_id === agent.agentId);
+      expect(shown?.lifecycle_status).toBe("unknown");
+      expect(shown?.health_status).toBe("unknown");
+      expect(listed.warnings?.some((w) => w.includes(agent.agentId) && w.includes("kill-agent"))).toBe(true);
+      // The same keys as any other agent, null where unknown.
+      const leader = listed.agents.find((a) => a.agent_id !== agent.agentId);
+      expect(keyPaths(shown).sort()).toEqual(keyPaths(leader).sort());
+
+      const all = await call<{ agents: { agentId: string; status: string }[]; warnings?: string[] }>(
+        "get-agent-status",
+        { teamName: "alpha" },
+        LEADER,
+      );
+      expect(all.agents.find((a) => a.agentId === agent.agentId)?.status).toBe("unknown");
+      expect(all.warnings?.some((w) => w.includes(agent.agentId))).toBe(true);
+
+      const one = await call<{ success: boolean; agents: { status: string }[]; warnings?: string[] }>(
+        "get-agent-status",
+        { teamName: "alpha", agentId: agent.agentId },
+        LEADER,
+      );
+      expect(one.success).toBe(true);
+      expect(one.agents.map((a) => a.status)).toEqual(["unknown"]);
+      expect(one.warnings?.some((w) => w.includes(agent.agentId))).toBe(true);
+
+      const table = await collectStatus(ctx, "alpha", false);
+      const row = table.agents.find((r) => r.agentId === agent.agentId);
+      expect(row).toMatchObject({ name: "builder", status: "unknown", tasks: [agent.taskId] });
+      expect(table.warnings.some((w) => w.includes(agent.agentId))).toBe(true);
+    }
+
+    const killed = await call<{
+      success: boolean;
+      error?: string;
+      method: string;
+      phase: string;
+      reassignedTasks: string[];
+      warnings?: string[];
+    }>("kill-agent", { teamName: "alpha", agentId: agent.agentId }, LEADER);
+    expect(killed.error).toBeUndefined();
+    expect(killed).toMatchObject({ success: true, method: "force", phase: "unreadable" });
+    expect(killed.reassignedTasks).toEqual([agent.taskId]);
+    expect(killed.warnings?.some((w) => w.includes("graceful"))).toBe(true);
+    // Its pane closed, its session aborted, its task back on the board, its color free, its end in the history.
+    expect(ctx.tmux.panes.get(agent.paneId)?.alive).toBe(false);
+    expect(ctx.server.calls).toContain(`abortSession ${agent.sessionId}`);
+    expect(ctx.server.sessions.get(agent.sessionId)?.activity).toBe("idle");
+    expect(await taskOf(agent.taskId)).toMatchObject({ status: "pending", assignee: null });
+    expect(await heldColor(agent.agentId)).toBeUndefined();
+    expect((await historyOf(agent.agentId)).map((e) => e.status)).toEqual(["interrupted"]);
+
+    // Listings are clean again: a terminated agent, no warning.
+    const after = await call<{ agents: Listing[]; warnings?: string[] }>(
+      "list-agents",
+      { teamName: "alpha", grouped: false },
+      LEADER,
+    );
+    expect(after.agents.find((a) => a.agent_id === agent.agentId)?.lifecycle_status).toBe("terminated");
+    expect(after.warnings).toBeUndefined();
+
+    const again = await call<{ success: boolean; error?: string }>(
+      "kill-agent",
+      { teamName: "alpha", agentId: agent.agentId, force: true },
+      LEADER,
+    );
+    expect(again.success).toBe(false);
+    expect(again.error).toContain("already terminated");
+  });
+
+  /** Torn mid-write: the tail is lost, the fields before it are as written. */
+  async function tearAgentFile(agentId: string) {
+    const text = await readFile(agentFile(agentId), "utf8");
+    await writeFile(agentFile(agentId), text.slice(0, text.indexOf('"cwd"')));
+  }
+
+  test("kill-agent ends it at once, from a torn file, and never touches a pane without its mark", async () => {
+    const agent = await runningAgentWithTask();
+    await tearAgentFile(agent.agentId);
+    // The user closed the agent's pane; tmux reused its id for a pane of their own.
+    const own = ctx.tmux.panes.get(agent.paneId);
+    if (!own) throw new Error("no pane");
+    ctx.tmux.panes.set(agent.paneId, { ...own, alive: true, spec: { ...own.spec, options: {} } });
+
+    const killed = await call<{ success: boolean; error?: string; reassignedTasks: string[] }>(
+      "kill-agent",
+      { teamName: "alpha", agentId: agent.agentId, force: true },
+      LEADER,
+    );
+    expect(killed.error).toBeUndefined();
+    expect(killed.reassignedTasks).toEqual([agent.taskId]);
+    // The session the torn file still names is aborted; the user's pane is left alone.
+    expect(ctx.server.calls).toContain(`abortSession ${agent.sessionId}`);
+    expect(ctx.tmux.panes.get(agent.paneId)?.alive).toBe(true);
+  });
+
+  test("a torn file's listing shows what it still says", async () => {
+    const agent = await runningAgentWithTask();
+    await tearAgentFile(agent.agentId);
+    const listed = await call<{ agents: Listing[] }>(
+      "list-agents",
+      { teamName: "alpha", grouped: false },
+      LEADER,
+    );
+    const shown = listed.agents.find((a) => a.agent_id === agent.agentId);
+    expect(shown?.metadata).toMatchObject({
+      session_id: agent.sessionId,
+      model: "mock/mock-model",
+      pane_id: agent.paneId,
+    });
+  });
+
+  test("the sweep neither throws nor repeats itself over it", async () => {
+    const agent = await runningAgentWithTask();
+    await writeFile(agentFile(agent.agentId), "not json");
+    const sweeper = new StaleSweeper(ctx);
+    for (let round = 0; round < 3; round++) {
+      const before = ctx.logs.length;
+      await sweeper.sweep();
+      const warned = ctx.logs.slice(before).filter((l) => l.message.includes(agent.agentId));
+      expect(warned.length).toBeLessThanOrEqual(1);
+    }
+  });
+});
+
+describe.skipIf(!hasTmux())("findAgentPane on real tmux", () => {
+  let socket: string;
+  const cli = new TmuxCli();
+  beforeAll(() => {
+    socket = tmuxSocketName("oct-unknown");
+  });
+  afterAll(() => {
+    killServer(socket);
+    removeSocketFile(socket);
+  });
+
+  test("finds the pane by its @agent_id mark only, with its session option", async () => {
+    const agentId = "0b7c8a52-3f4e-4b8a-9a51-6d3c2e1f0a99";
+    expect(await cli.findAgentPane(socket, agentId)).toBeUndefined(); // no server yet
+    const base = { socket, session: "teams-alpha", window: "team-alpha", cwd: "/", title: "t" };
+    await cli.openPane({ ...base, command: ["sleep", "300"], options: { agent_id: "someone-else" } });
+    const ours = await cli.openPane({
+      ...base,
+      command: ["sleep", "300"],
+      options: { agent_id: agentId, opencode_session_id: "ses_abc" },
+    });
+    expect(await cli.findAgentPane(socket, agentId)).toEqual({
+      paneId: ours.paneId,
+      panePid: ours.panePid,
+      sessionId: "ses_abc",
+    });
+    await cli.closePane({ socket, paneId: ours.paneId, agentId });
+    expect(await cli.findAgentPane(socket, agentId)).toBeUndefined();
+  });
+});
