@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
@@ -32,6 +31,7 @@ import {
   updateJson,
   writeJson,
 } from "./store.ts";
+import { newTaskSeries } from "./task-series.ts";
 
 /** An agent's durable state together with its freshest liveness record. */
 export interface AgentView {
@@ -64,14 +64,6 @@ export function effectiveHeartbeatTs(state: AgentState, heartbeat: HeartbeatReco
 
 function byText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** Crockford's base32 alphabet in lower case: no i, l, o or u to misread. */
-const SERIES_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
-
-/** 5 crypto-random characters (25 bits): two lost boards of one team share a series about once in 33 million. */
-function newTaskSeries(): string {
-  return Array.from(randomBytes(5), (byte) => SERIES_ALPHABET[byte % 32]).join("");
 }
 
 /** Agents read, decided and written at once by a batch: enough to overlap the disk's latency, few enough for its queue. */
