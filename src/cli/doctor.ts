@@ -20,7 +20,8 @@ export interface Check {
 
 async function runVersion(argv: string[]): Promise<string | undefined> {
   try {
-    const child = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+    // The environment as main.ts left it (Bun.spawn's default is the one the process started with).
+    const child = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore", env: process.env });
     const timer = setTimeout(() => child.kill(), 10_000);
     const [out, code] = await Promise.all([new Response(child.stdout).text(), child.exited]);
     clearTimeout(timer);
