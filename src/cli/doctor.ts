@@ -6,6 +6,7 @@ import { pidAlive } from "../edges/process.ts";
 import type { TeamsContext } from "../operations/context.ts";
 import { ServerInfoSchema } from "../state/schemas.ts";
 import { readJson } from "../state/store.ts";
+import { checkPluginConfigured, checkPluginLoads } from "./doctor-plugin.ts";
 import type { Painter } from "./format.ts";
 
 export type CheckLevel = "ok" | "warn" | "fail";
@@ -153,6 +154,8 @@ export async function runDoctor(ctx: TeamsContext): Promise<DoctorReport> {
     await checkOpencode(ctx.projectRoot),
     ...(await checkStorage(ctx)),
     await checkServer(ctx),
+    checkPluginConfigured(ctx.projectRoot),
+    await checkPluginLoads(ctx.projectRoot),
   ];
   return { ok: checks.every((check) => check.level !== "fail"), projectRoot: ctx.projectRoot, checks };
 }

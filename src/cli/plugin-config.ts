@@ -7,9 +7,11 @@ import { fileURLToPath } from "node:url";
 import {
   applyEdits,
   type FormattingOptions,
+  findNodeAtLocation,
   modify,
   type ParseError,
   parse,
+  parseTree,
   printParseErrorCode,
 } from "jsonc-parser";
 import packageJson from "../../package.json" with { type: "json" };
@@ -45,10 +47,14 @@ function packageNameAbove(start: string): string | undefined {
   }
 }
 
+/** A spec OpenCode loads from a path rather than installing it from npm. */
+export function isPathSpec(spec: string): boolean {
+  return spec.startsWith("file://") || spec.startsWith(".") || path.isAbsolute(spec);
+}
+
 /** Whether a `plugin` entry's spec loads this package: by npm name (any version) or by a path into a copy of it. */
 export function isOurSpec(spec: string, configDir: string): boolean {
-  const isPath = spec.startsWith("file://") || spec.startsWith(".") || path.isAbsolute(spec);
-  if (!isPath) return npmName(spec) === PACKAGE_NAME;
+  if (!isPathSpec(spec)) return npmName(spec) === PACKAGE_NAME;
   const target = spec.startsWith("file://") ? fileURLToPath(spec) : path.resolve(configDir, spec);
   return packageNameAbove(target) === PACKAGE_NAME;
 }
@@ -114,17 +120,32 @@ export function addPlugin(text: string, parsed: ParsedConfig, spec: string): str
   return applyEdits(text, edits);
 }
 
+/**
+ * The text without the plugin list's element `index`, and the separator that came with it: the comma and space before
+ * it when it is the last, else everything up to the next element. `init` appends, so `--undo` takes back exactly that.
+ */
+function withoutElement(text: string, index: number): string {
+  const root = parseTree(text);
+  const list = root && findNodeAtLocation(root, ["plugin"]);
+  const items = list?.children ?? [];
+  const item = items[index];
+  if (!item) return text;
+  const previous = items[index - 1];
+  const next = items[index + 1];
+  const [from, to] = next
+    ? [item.offset, next.offset]
+    : previous
+      ? [previous.offset + previous.length, item.offset + item.length]
+      : [item.offset, item.offset + item.length];
+  return text.slice(0, from) + text.slice(to);
+}
+
 /** The text without this package's entries; a list left empty is removed with its key. */
 export function removePlugin(text: string, parsed: ParsedConfig): string {
-  const formattingOptions = formattingOf(text);
   if (parsed.ours.length === parsed.plugins.length) {
-    return applyEdits(text, modify(text, ["plugin"], undefined, { formattingOptions }));
+    return applyEdits(text, modify(text, ["plugin"], undefined, { formattingOptions: formattingOf(text) }));
   }
-  let out = text;
-  for (const index of [...parsed.ours].reverse()) {
-    out = applyEdits(out, modify(out, ["plugin", index], undefined, { formattingOptions }));
-  }
-  return out;
+  return [...parsed.ours].reverse().reduce(withoutElement, text);
 }
 
 /** A new config file holding only the schema reference; `init` adds the plugin to it like to any other file. */
