@@ -2,9 +2,9 @@
  * A tiny npm registry on 127.0.0.1 for install tests that must not reach the network.
  *
  * It serves the packages it is given as tarballs (the packed plugin) and, for every other name a client asks for, the
- * copy installed in this repository's node_modules, packed on demand. One version per name is enough: the lockfile
- * installed exactly the versions the plugin's ranges accept. Names it does not know answer 404, which npm treats as
- * "not found" (fatal for a dependency, skipped for an optional one).
+ * copies installed in this repository's node_modules (nested ones too, so every version the lockfile chose), packed
+ * on demand. Names it does not know answer 404, which npm treats as "not found" (fatal for a dependency, skipped for
+ * an optional one such as another platform's binary).
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
