@@ -94,6 +94,8 @@ export async function runInit(options: InitOptions): Promise<InitReport> {
   const configs = readConfigs(files);
   if (options.undo) return remove(configs);
   const result = await add(files, configs);
+  // A global install names no project; each project's storage dir ignores itself when the plugin creates it.
+  if (options.scope === "global") return result;
   const root = resolveStorageRoot(options.projectRoot, env);
   // The storage dir carries a `.gitignore` of `*`, so it ignores itself wherever it lives.
   await ensureStorageRoot(root);

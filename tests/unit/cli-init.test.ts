@@ -113,6 +113,8 @@ describe("opencode-teams init", () => {
     expect(report).toMatchObject({ change: "created", files: [file] });
     expect(JSON.parse(readFileSync(file, "utf8")).plugin).toEqual([PLUGIN_SPEC]);
     expect(existsSync(path.join(project, "opencode.json"))).toBe(false);
+    expect(report.storage).toBeUndefined();
+    expect(existsSync(path.join(project, ".opencode"))).toBe(false);
     expect(await init(false, "global")).toMatchObject({ change: "already-there" });
     expect(await init(true, "global")).toMatchObject({ change: "deleted" });
   });
