@@ -113,10 +113,11 @@ function formattingOf(text: string): FormattingOptions {
 /** The text with `spec` appended to the plugin list (the list is created when missing). */
 export function addPlugin(text: string, parsed: ParsedConfig, spec: string): string {
   const formattingOptions = formattingOf(text);
-  const hasList = /"plugin"\s*:/.test(text) && parsed.plugins.length > 0;
-  const edits = hasList
-    ? modify(text, ["plugin", parsed.plugins.length], spec, { formattingOptions, isArrayInsertion: true })
-    : modify(text, ["plugin"], [spec], { formattingOptions });
+  // An empty or missing list is (re)written whole; a list with entries gets one more at its end.
+  const edits =
+    parsed.plugins.length > 0
+      ? modify(text, ["plugin", parsed.plugins.length], spec, { formattingOptions, isArrayInsertion: true })
+      : modify(text, ["plugin"], [spec], { formattingOptions });
   return applyEdits(text, edits);
 }
 
