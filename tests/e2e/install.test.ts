@@ -108,8 +108,8 @@ async function pluginToolNames(): Promise<string[]> {
 }
 
 function parsed<T>(result: ToolResultInfo | undefined): T {
-  if (result?.status !== "completed")
-    throw new Error(`tool ${result?.tool} ${result?.status}: ${result?.error}`);
+  if (!result) throw new Error("the model's tool call left no result: the tool is not registered");
+  if (result.status !== "completed") throw new Error(`tool ${result.tool} ${result.status}: ${result.error}`);
   return JSON.parse(result.output ?? "null") as T;
 }
 
