@@ -6,6 +6,7 @@ import { pidAlive } from "../edges/process.ts";
 import type { TeamsContext } from "../operations/context.ts";
 import { ServerInfoSchema } from "../state/schemas.ts";
 import { readJson } from "../state/store.ts";
+import { checkPluginConfigured, checkPluginLoads } from "./doctor-plugin.ts";
 import type { Painter } from "./format.ts";
 
 export type CheckLevel = "ok" | "warn" | "fail";
@@ -20,7 +21,8 @@ export interface Check {
 
 async function runVersion(argv: string[]): Promise<string | undefined> {
   try {
-    const child = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+    // The environment as main.ts left it (Bun.spawn's default is the one the process started with).
+    const child = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore", env: process.env });
     const timer = setTimeout(() => child.kill(), 10_000);
     const [out, code] = await Promise.all([new Response(child.stdout).text(), child.exited]);
     clearTimeout(timer);
@@ -152,6 +154,8 @@ export async function runDoctor(ctx: TeamsContext): Promise<DoctorReport> {
     await checkOpencode(ctx.projectRoot),
     ...(await checkStorage(ctx)),
     await checkServer(ctx),
+    checkPluginConfigured(ctx.projectRoot),
+    await checkPluginLoads(ctx.projectRoot),
   ];
   return { ok: checks.every((check) => check.level !== "fail"), projectRoot: ctx.projectRoot, checks };
 }

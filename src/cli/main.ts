@@ -7,6 +7,7 @@ import { buildContext } from "../plugin.ts";
 import { renderDoctor, runDoctor } from "./doctor.ts";
 import { painter } from "./format.ts";
 import { collectHistory, renderHistory } from "./history.ts";
+import { nextSteps, renderInit, runInit } from "./init.ts";
 import { findProjectRoot } from "./project.ts";
 import { collectStatus, renderStatus } from "./status.ts";
 
@@ -16,7 +17,8 @@ usage:
   opencode-teams status [team] [--all] [--json]    agents: status, health, heartbeat age, model, pane, task
   opencode-teams watch [team] [--interval 2]       the status table, refreshed until Ctrl-C
   opencode-teams history <team> [--json]           agent runs: spawned, completed, interrupted, resumed...
-  opencode-teams doctor [--json]                   check tmux, opencode, the server and the storage dir
+  opencode-teams doctor [--json]                   check tmux, opencode, the plugin, the server and the storage dir
+  opencode-teams init [--global] [--undo]          add the plugin to opencode.json (or ~/.config/opencode), then doctor
 
 options:
   --dir <path>   project directory (default: the git worktree around the current directory)
@@ -25,6 +27,8 @@ options:
   --no-color     plain output even on a terminal`;
 
 async function main(argv: string[]): Promise<number> {
+  // The bin launcher may run us on OpenCode's binary acting as Bun; the opencode we start ourselves must be OpenCode.
+  delete process.env.BUN_BE_BUN;
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -35,6 +39,8 @@ async function main(argv: string[]): Promise<number> {
       "no-color": { type: "boolean", default: false },
       interval: { type: "string", default: "2" },
       help: { type: "boolean", short: "h", default: false },
+      global: { type: "boolean", default: false },
+      undo: { type: "boolean", default: false },
     },
   });
   const [command, team] = positionals;
@@ -79,6 +85,18 @@ async function main(argv: string[]): Promise<number> {
       const view = await collectHistory(ctx, team);
       print(values.json ? JSON.stringify(view, null, 2) : renderHistory(view, paint));
       return 0;
+    }
+    case "init": {
+      const init = await runInit({
+        projectRoot,
+        scope: values.global ? "global" : "project",
+        undo: values.undo,
+      });
+      print(renderInit(init));
+      if (values.undo) return 0;
+      const report = await runDoctor(ctx);
+      print(`${renderDoctor(report, paint)}\n\n${nextSteps(projectRoot)}`);
+      return report.ok ? 0 : 1;
     }
     case "doctor": {
       const report = await runDoctor(ctx);
