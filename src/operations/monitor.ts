@@ -209,34 +209,38 @@ export class EventMonitor {
     return connected;
   }
 
-  /** Make state agree with `GET /session/status` after a gap in the stream. */
+  /**
+   * Make state agree with `GET /session/status` after a gap in the stream, asking for every directory that has live
+   * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`).
+   */
   async resync(server: OpencodeApi): Promise<void> {
-    const statuses = await server.sessionStatuses();
-    this.stats.resyncs++;
     this.index.invalidate();
+    const live: AgentState[] = [];
     for (const teamName of await this.ctx.store.listTeamNames()) {
       const { items } = await this.ctx.store.listAgentViews(teamName);
-      for (const { state } of items) {
-        if (state.role === "leader" || !isLive(state.status)) continue;
-        const activity = statuses[state.sessionId];
-        if (activity === "busy" || activity === "retry") {
+      for (const { state } of items) if (state.role !== "leader" && isLive(state.status)) live.push(state);
+    }
+    const statuses = await server.sessionStatuses([...new Set(live.map((state) => state.cwd))]);
+    this.stats.resyncs++;
+    for (const state of live) {
+      const activity = statuses[state.sessionId];
+      if (activity === "busy" || activity === "retry") {
+        await this.process({
+          kind: "busy",
+          sessionId: state.sessionId,
+          source: "sdk_session_status",
+          resync: true,
+        });
+      } else {
+        this.serverActivity.set(state.sessionId, "idle");
+        // Missing from the map means idle (or gone, which the sweep finds out); it is no sign of life.
+        if (state.status === "active") {
           await this.process({
-            kind: "busy",
+            kind: "idle",
             sessionId: state.sessionId,
             source: "sdk_session_status",
             resync: true,
           });
-        } else {
-          this.serverActivity.set(state.sessionId, "idle");
-          // Missing from the map means idle (or gone, which the sweep finds out); it is no sign of life.
-          if (state.status === "active") {
-            await this.process({
-              kind: "idle",
-              sessionId: state.sessionId,
-              source: "sdk_session_status",
-              resync: true,
-            });
-          }
         }
       }
     }

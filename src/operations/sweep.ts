@@ -55,6 +55,45 @@ function seconds(ms: number): number {
   return Math.round(ms / 1000);
 }
 
+/**
+ * What the project server says, read at most once per sweep and directory, and only for directories that have stale
+ * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`).
+ */
+class ServerFactsReader {
+  private server: Promise<OpencodeApi | undefined> | undefined;
+  private readonly asked = new Map<string, Promise<Record<string, SessionActivity> | undefined>>();
+
+  constructor(private readonly ctx: TeamsContext) {}
+
+  async read(directories: ReadonlySet<string>): Promise<ServerFacts> {
+    this.server ??= this.ctx.edges.projectServer().catch(() => undefined);
+    const server = await this.server;
+    if (!server) return { server, statuses: undefined };
+    const missing = [...directories].filter((directory) => !this.asked.has(directory));
+    if (missing.length > 0) {
+      const statuses = server.sessionStatuses(missing).catch((error: unknown) => {
+        this.ctx.log("warn", "stale sweep: the project's OpenCode server did not answer", {
+          error: error instanceof Error ? error.message : String(error),
+        });
+        return undefined;
+      });
+      for (const directory of missing) this.asked.set(directory, statuses);
+    }
+    const lists = await Promise.all([...directories].map((directory) => this.asked.get(directory)));
+    if (lists.some((list) => list === undefined)) return { server, statuses: undefined };
+    return { server, statuses: Object.assign({}, ...lists) };
+  }
+
+  /** undefined: nothing needed asking the server this sweep. */
+  async reachable(): Promise<boolean | undefined> {
+    if (!this.server) return undefined;
+    if (!(await this.server)) return false;
+    if (this.asked.size === 0) return undefined;
+    const lists = await Promise.all(this.asked.values());
+    return lists.every((list) => list !== undefined);
+  }
+}
+
 /** The leader is the user's own session: never swept, whatever its files say. */
 function isSweptMember(team: TeamConfig, agent: AgentState): boolean {
   return (
@@ -111,11 +150,7 @@ export class StaleSweeper {
       serverReachable: undefined,
       durationMs: 0,
     };
-    let facts: Promise<ServerFacts> | undefined;
-    const serverFacts = () => {
-      facts ??= this.readServerFacts();
-      return facts;
-    };
+    const facts = new ServerFactsReader(ctx);
     // One `tmux list-panes -a` per tmux server per sweep, however many agents and teams share it.
     const paneLists = new Map<string, Promise<Set<string> | undefined>>();
     const livePanes = (socket: string | undefined) => {
@@ -129,14 +164,14 @@ export class StaleSweeper {
     };
     for (const teamName of await ctx.store.listTeamNames()) {
       try {
-        await this.sweepTeam(teamName, report, serverFacts, livePanes);
+        await this.sweepTeam(teamName, report, (directories) => facts.read(directories), livePanes);
       } catch (error) {
         ctx.log("error", `sweep of team ${teamName} failed`, {
           error: error instanceof Error ? (error.stack ?? error.message) : String(error),
         });
       }
     }
-    if (facts) report.serverReachable = (await facts).statuses !== undefined;
+    report.serverReachable = await facts.reachable();
     report.durationMs = performance.now() - started;
     if (report.misses + report.inactive.length + report.refreshed + report.delivered + report.folded > 0) {
       ctx.log("debug", "stale sweep", {
@@ -153,24 +188,10 @@ export class StaleSweeper {
     return report;
   }
 
-  /** One `GET /session/status` per sweep, and only when some agent is stale. */
-  private async readServerFacts(): Promise<ServerFacts> {
-    const server = await this.ctx.edges.projectServer().catch(() => undefined);
-    if (!server) return { server, statuses: undefined };
-    try {
-      return { server, statuses: await server.sessionStatuses() };
-    } catch (error) {
-      this.ctx.log("warn", "stale sweep: the project's OpenCode server did not answer", {
-        error: error instanceof Error ? error.message : String(error),
-      });
-      return { server, statuses: undefined };
-    }
-  }
-
   private async sweepTeam(
     teamName: string,
     report: SweepReport,
-    serverFacts: () => Promise<ServerFacts>,
+    serverFacts: (directories: ReadonlySet<string>) => Promise<ServerFacts>,
     livePanes: (socket: string | undefined) => Promise<Set<string> | undefined>,
   ): Promise<void> {
     const { ctx } = this;
@@ -233,7 +254,7 @@ export class StaleSweeper {
     report.stale += stale.length;
 
     let facts: ServerFacts = { server: undefined, statuses: undefined };
-    if (stale.length > 0) facts = await serverFacts();
+    if (stale.length > 0) facts = await serverFacts(new Set(stale.map((view) => view.state.cwd)));
     const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => this.verdict(view, facts, now));
 
     const deaths: Omit<InactiveAgent, "tasks">[] = [];
