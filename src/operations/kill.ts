@@ -156,7 +156,7 @@ export interface FinishHow {
  * End an agent for good: abort its session, close its pane and make sure its attach process is gone, hand its
  * in_progress tasks back, release its color, mark it terminated, recount the server's active sessions and record
  * the end. Every step is idempotent, so two finishers racing do no harm; the status write decides who records it.
- * Shared by kill-agent and whatever else ends an agent (completion).
+ * Shared by kill-agent and whatever else ends an agent (completion, an expired kill, a time limit).
  */
 export async function finishAgent(
   ctx: TeamsContext,
@@ -164,19 +164,9 @@ export async function finishAgent(
   how: FinishHow,
 ): Promise<FinishResult> {
   const warnings: string[] = [];
-  if (how.abortSession !== false) {
-    const server = await ctx.edges.projectServer();
-    if (server) {
-      await server.abortSession(agent.sessionId).catch((error: unknown) => {
-        warnings.push(`Could not abort session ${agent.sessionId}: ${message(error)}`);
-      });
-    } else if (isRunning(agent.status)) {
-      warnings.push("The project's OpenCode server is not running; there was no session to abort");
-    }
-  }
-  // The status first: from here on the sweep and the monitor leave the agent alone, so closing its pane below cannot
-  // make it look dead and record a false "interrupted" over this outcome. The write also decides, under the lock, which
-  // of two racing finishers ended the run.
+  // The status first, decided under the lock: from here on the sweep and the monitor leave the agent alone, so closing
+  // its pane below cannot make it look dead and record a false "interrupted" over this outcome. The write also decides
+  // which of two racing finishers ended the run, and so which one may abort the session.
   const now = isoNow(ctx.clock);
   let wasRunning = false;
   let endedBy: AgentState | undefined;
@@ -197,6 +187,8 @@ export async function finishAgent(
     };
     return endedBy;
   });
+  if (how.abortSession !== false && endedBy)
+    warnings.push(...(await abortOwnedSession(ctx, endedBy, wasRunning)));
   if (!how.keepPane) {
     // C-c in the attach TUI cancels the session's turn: right for a kill, wrong for an agent reporting its own end.
     warnings.push(...(await closeAgentPane(ctx, current, { interrupt: how.abortSession !== false })));
@@ -225,6 +217,33 @@ export async function finishAgent(
     reassignedTasks: reassigned.get(agent.agentId) ?? [],
     warnings,
   };
+}
+
+/**
+ * Abort the running turn of the session of a record this call just ended, unless another live record of the team owns
+ * the session now: resume-agent hands the session of an ended record to a new one, whose work must not be cut off.
+ */
+async function abortOwnedSession(
+  ctx: TeamsContext,
+  ended: AgentState,
+  wasRunning: boolean,
+): Promise<string[]> {
+  const { items } = await ctx.store.listAgentViews(ended.teamName);
+  const successor = items.find(
+    ({ state }) =>
+      state.agentId !== ended.agentId && state.sessionId === ended.sessionId && isRunning(state.status),
+  );
+  if (successor) return [];
+  const server = await ctx.edges.projectServer();
+  if (!server) {
+    return wasRunning ? ["The project's OpenCode server is not running; there was no session to abort"] : [];
+  }
+  try {
+    await server.abortSession(ended.sessionId);
+    return [];
+  } catch (error) {
+    return [`Could not abort session ${ended.sessionId}: ${message(error)}`];
+  }
 }
 
 /**
