@@ -1,4 +1,5 @@
 import { isoNow } from "../clock.ts";
+import type { TeamsOptions } from "../options.ts";
 import { assertAgentId, assertTeamName } from "../state/paths.ts";
 import type { AgentState, AgentStatus, TeamConfig } from "../state/schemas.ts";
 import { closeAgentPane } from "./agent-pane.ts";
@@ -103,12 +104,14 @@ async function requestShutdown(
     return { sent: false, requestedAt: Date.now(), warning: "the project's OpenCode server is not running" };
   const requestedAt = Date.now();
   const now = isoNow(ctx.clock);
+  const deadline = new Date(ctx.clock.now() + ctx.options.shutdownTimeoutMs).toISOString();
   await ctx.store.updateAgent(agent.teamName, agent.agentId, (current) =>
     current && current.status !== "terminated"
       ? {
           ...current,
           status: "shutting_down",
           shutdownRequestedAt: now,
+          shutdownDeadlineAt: deadline,
           statusReason: reason ?? "shutdown requested by the leader",
           updatedAt: now,
         }
@@ -244,6 +247,38 @@ async function abortOwnedSession(
   } catch (error) {
     return [`Could not abort session ${ended.sessionId}: ${message(error)}`];
   }
+}
+
+/**
+ * Whether a graceful kill is over and its caller evidently gone: one sweep interval past the deadline the caller waits
+ * for, so a live caller always finishes its own kill. Files from before the deadline was recorded count from the
+ * request.
+ */
+export function killOverdue(agent: AgentState, now: number, options: TeamsOptions): boolean {
+  if (agent.status !== "shutting_down") return false;
+  const deadline = agent.shutdownDeadlineAt
+    ? Date.parse(agent.shutdownDeadlineAt)
+    : Date.parse(agent.shutdownRequestedAt ?? agent.updatedAt) + options.shutdownTimeoutMs;
+  return now >= deadline + options.sweepIntervalMs;
+}
+
+/**
+ * Finish a graceful kill whose caller is gone as the caller would have: gracefully when the agent confirmed, else as
+ * force. Safe to race with the caller and with other sweepers: finishAgent's status write decides who ended the run.
+ */
+export function finishOverdueKill(ctx: TeamsContext, agent: AgentState): Promise<FinishResult> {
+  const asked = agent.statusReason ?? "shutdown requested by the leader";
+  return agent.shutdownConfirmedAt
+    ? finishAgent(ctx, agent, {
+        reason: `${asked}; confirmed, and finished by the stale sweep (the kill's caller was gone)`,
+        outcome: "killed",
+        history: "completed",
+      })
+    : finishAgent(ctx, agent, {
+        reason: `${asked}; no confirmation by ${agent.shutdownDeadlineAt ?? "the deadline"}, stopped by the stale sweep (the kill's caller was gone)`,
+        outcome: "interrupted",
+        history: "interrupted",
+      });
 }
 
 /**

@@ -5,7 +5,8 @@ import { type AgentView, type BatchChange, effectiveHeartbeatTs } from "../state
 import type { TeamsContext } from "./context.ts";
 import { isLive, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactive } from "./inactive.ts";
-import { deliverPending } from "./notify.ts";
+import { finishOverdueKill, killOverdue } from "./kill.ts";
+import { deliverPending, notifyLeader } from "./notify.ts";
 
 /** What one sweep did; returned for tests and logged when anything happened. */
 export interface SweepReport {
@@ -27,6 +28,8 @@ export interface SweepReport {
   folded: number;
   /** Leader notices delivered by the retry pass. */
   delivered: number;
+  /** Graceful kills past their deadline whose caller was gone, finished by this sweep. */
+  killsFinished: number;
   /** undefined: nothing needed asking the server this time. */
   serverReachable: boolean | undefined;
   durationMs: number;
@@ -147,6 +150,7 @@ export class StaleSweeper {
       inactive: [],
       folded: 0,
       delivered: 0,
+      killsFinished: 0,
       serverReachable: undefined,
       durationMs: 0,
     };
@@ -173,7 +177,8 @@ export class StaleSweeper {
     }
     report.serverReachable = await facts.reachable();
     report.durationMs = performance.now() - started;
-    if (report.misses + report.inactive.length + report.refreshed + report.delivered + report.folded > 0) {
+    const acted = report.misses + report.inactive.length + report.refreshed + report.killsFinished;
+    if (acted + report.delivered + report.folded > 0) {
       ctx.log("debug", "stale sweep", {
         checked: report.checked,
         stale: report.stale,
@@ -182,6 +187,7 @@ export class StaleSweeper {
         inactive: report.inactive.length,
         folded: report.folded,
         delivered: report.delivered,
+        killsFinished: report.killsFinished,
         durationMs: Math.round(report.durationMs),
       });
     }
@@ -225,6 +231,7 @@ export class StaleSweeper {
     const reads = await ctx.store.readAgentViews(teamName, due);
     const stale: AgentView[] = [];
     const toReset: AgentView[] = [];
+    const overdueKills: AgentState[] = [];
     for (const [index, result] of reads.entries()) {
       if (result.kind === "corrupt") {
         ctx.log("warn", `stale sweep skipped agent ${due[index]} of team ${teamName}`, {
@@ -238,6 +245,7 @@ export class StaleSweeper {
         this.panes.delete(key);
         // Final states and the leader never need another look; shutting_down may still go either way.
         if (view.state.status !== "shutting_down") this.skipUntil.set(key, Number.POSITIVE_INFINITY);
+        else if (killOverdue(view.state, now, ctx.options)) overdueKills.push(view.state);
         continue;
       }
       report.checked++;
@@ -298,7 +306,35 @@ export class StaleSweeper {
         );
       }
     }
+    if (overdueKills.length > 0) report.killsFinished += await this.finishOverdueKills(team, overdueKills);
     report.delivered += await deliverPending(ctx, team, this.settledNotices);
+  }
+
+  /**
+   * Graceful kills whose caller is gone (its tool call was cut off, OpenCode restarted): finished as their caller
+   * would have. Only the finisher whose write ended a run tells the leader, so two sweepers report it once.
+   */
+  private async finishOverdueKills(team: TeamConfig, agents: readonly AgentState[]): Promise<number> {
+    const lines: string[] = [];
+    for (const agent of agents) {
+      const finished = await finishOverdueKill(this.ctx, agent);
+      if (!finished.ended) continue;
+      const tasks = finished.reassignedTasks.length > 0 ? finished.reassignedTasks.join(", ") : "none";
+      lines.push(
+        `The kill of agent ${agent.name} (${agent.agentId}) was left unfinished; it is terminated now. Tasks returned to pending: ${tasks}.`,
+      );
+    }
+    if (lines.length > 0) {
+      await notifyLeader(this.ctx, team, { type: "notice", text: lines.join("\n") }).catch(
+        (error: unknown) => {
+          this.ctx.log("error", "could not tell the leader of finished kills", {
+            team: team.name,
+            error: error instanceof Error ? error.message : String(error),
+          });
+        },
+      );
+    }
+    return lines.length;
   }
 
   /** Agents of the team whose known pane is no longer on its tmux server. */
