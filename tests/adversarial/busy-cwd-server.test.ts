@@ -56,10 +56,17 @@ test("real server: a busy worker in a sub-directory is kept alive by the sweep a
   const monitor = new EventMonitor(ctx);
   const stream = new AbortController();
   const consuming = monitor.consume(api, stream.signal);
-  await waitFor(() => monitor.stats.connects >= 1, { message: "the monitor to connect", timeoutMs: 10_000 });
+  await waitFor(() => monitor.stats.connects >= 1 && monitor.stats.resyncs >= 1, {
+    message: "the monitor to connect",
+    timeoutMs: 10_000,
+  });
+  await monitor.settled();
+  // The resync after connecting counts as agent events too: only what comes after it is the stream's.
+  const afterResync = monitor.stats.agentEvents;
 
   // A long model call: the session is busy and sends nothing until the mock answers.
-  await server.promptAsync(workerSession, "@@sleep 60000\n@@say too late");
+  // Sent as the plugin sends it, by a client that names the project root: OpenCode runs it in the session's directory.
+  await api.promptAsync(workerSession, "@@sleep 60000\n@@say too late");
   const subStatus = async () => {
     const response = await fetch(`${server.url}/session/status?directory=${encodeURIComponent(sub)}`);
     return ((await response.json()) as Record<string, { type: string }>)[workerSession]?.type;
@@ -72,7 +79,7 @@ test("real server: a busy worker in a sub-directory is kept alive by the sweep a
   await waitFor(
     async () => {
       await monitor.settled();
-      return monitor.stats.agentEvents > 0;
+      return monitor.stats.agentEvents > afterResync;
     },
     { message: "the worker's events to reach the monitor", timeoutMs: 10_000 },
   );
@@ -95,5 +102,10 @@ test("real server: a busy worker in a sub-directory is kept alive by the sweep a
   expect(after.status).not.toBe("inactive");
   expect(after.consecutiveMisses).toBe(0);
   expect((await ctx.store.readHeartbeat("sub", worker.agentId)).record?.source).toBe("sweep_busy_check");
+  // A kill's abort, sent the same way, reaches the session's own directory too.
   await api.abortSession(workerSession);
+  await waitFor(async () => [undefined, "idle"].includes(await subStatus()), {
+    message: "the abort to end the worker's turn",
+    timeoutMs: 10_000,
+  });
 }, 90_000);
