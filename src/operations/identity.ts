@@ -136,8 +136,4 @@ export class SessionIndex {
       role,
     }));
   }
-
-  sessionIds(): string[] {
-    return [...this.bySession.keys()];
-  }
 }
