@@ -80,12 +80,18 @@ export class SdkOpencodeApi implements OpencodeApi {
     }
   }
 
-  async sessionStatuses(): Promise<Record<string, SessionActivity>> {
-    const data = await this.call("GET /session/status", () =>
-      this.client.session.status({ signal: this.signal() }),
+  async sessionStatuses(
+    directories: readonly string[] = [this.options.directory],
+  ): Promise<Record<string, SessionActivity>> {
+    const lists = await Promise.all(
+      [...new Set(directories)].map((directory) =>
+        this.call(`GET /session/status?directory=${directory}`, () =>
+          this.client.session.status({ query: { directory }, signal: this.signal() }),
+        ),
+      ),
     );
     const out: Record<string, SessionActivity> = {};
-    for (const [id, status] of Object.entries(data)) out[id] = status.type;
+    for (const data of lists) for (const [id, status] of Object.entries(data)) out[id] = status.type;
     return out;
   }
 
@@ -171,10 +177,11 @@ export class SdkOpencodeApi implements OpencodeApi {
    * Read over a plain fetch rather than the SDK's `event.subscribe`: on abort, the SDK cancels a reader whose stream
    * the abort has already errored and leaves that rejected promise unhandled (Bun reports it and the process exits
    * 1). One connection, no retries: the monitor reconnects itself and re-reads session statuses after each gap.
+   * `GET /event` carries only the events of the directory it names, so an agent spawned with its own `cwd` would go
+   * unheard: `GET /global/event` carries every directory's, each wrapped as `{ directory, payload }`.
    */
   async *events(signal: AbortSignal): AsyncIterable<Event> {
-    const url = new URL("/event", this.baseUrl);
-    url.searchParams.set("directory", this.options.directory);
+    const url = new URL("/global/event", this.baseUrl);
     let response: Response;
     try {
       response = await fetch(url, {
@@ -185,7 +192,7 @@ export class SdkOpencodeApi implements OpencodeApi {
       if (signal.aborted) return;
       throw error;
     }
-    if (!response.ok || !response.body) throw new Error(`GET /event failed (HTTP ${response.status})`);
+    if (!response.ok || !response.body) throw new Error(`GET /global/event failed (HTTP ${response.status})`);
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
     try {
@@ -210,7 +217,7 @@ export class SdkOpencodeApi implements OpencodeApi {
   }
 }
 
-/** The event in one server-sent-events block (its `data:` lines), if it is one. */
+/** The event in one server-sent-events block (its `data:` lines, a global `{ directory, payload }` frame), if any. */
 function parseSseData(block: string): Event | undefined {
   const data = block
     .split("\n")
@@ -219,7 +226,8 @@ function parseSseData(block: string): Event | undefined {
     .join("\n");
   if (!data) return undefined;
   try {
-    const event: unknown = JSON.parse(data);
+    const frame: unknown = JSON.parse(data);
+    const event = frame && typeof frame === "object" && "payload" in frame ? frame.payload : frame;
     return event && typeof event === "object" && "type" in event ? (event as Event) : undefined;
   } catch {
     return undefined;

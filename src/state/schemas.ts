@@ -122,6 +122,11 @@ export const AgentStateSchema = z.object({
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
   outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),
   shutdownRequestedAt: isoDate.optional(),
+  /**
+   * Until when the graceful kill's caller waits for the confirmation. Its caller may die before (a cut-off tool call,
+   * an OpenCode restart): the stale sweep then finishes the kill, so the agent never stays shutting_down for good.
+   */
+  shutdownDeadlineAt: isoDate.optional(),
   /** Set by the agent's own `confirm-shutdown` call: a graceful kill may finish now. */
   shutdownConfirmedAt: isoDate.optional(),
   tags: z.array(z.string()).default([]),

@@ -43,7 +43,9 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
   const store = new TeamStore(new StoragePaths(resolveStorageRoot(projectRoot, {})));
   await store.init();
   const server = new FakeOpencode("http://127.0.0.1:28001");
+  server.directory = projectRoot;
   const local = new FakeOpencode("http://127.0.0.1:4096");
+  local.directory = projectRoot;
   const tmux = new FakeTmux();
   const ctx: TestContext = {
     projectRoot,
