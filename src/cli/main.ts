@@ -4,6 +4,7 @@ import { parseArgs } from "node:util";
 import { UnavailableOpencodeApi } from "../edges/unavailable.ts";
 import { parseOptions } from "../options.ts";
 import { buildContext } from "../plugin.ts";
+import { ANSWER_USAGE, runAnswer } from "./answer.ts";
 import { renderDoctor, runDoctor } from "./doctor.ts";
 import { painter } from "./format.ts";
 import { collectHistory, renderHistory } from "./history.ts";
@@ -19,6 +20,7 @@ usage:
   opencode-teams history <team> [--json]           agent runs: spawned, completed, interrupted, resumed...
   opencode-teams doctor [--json]                   check tmux, opencode, the plugin, the server and the storage dir
   opencode-teams init [--global] [--undo]          add the plugin to opencode.json (or ~/.config/opencode), then doctor
+${ANSWER_USAGE}
 
 options:
   --dir <path>   project directory (default: the git worktree around the current directory)
@@ -41,6 +43,8 @@ async function main(argv: string[]): Promise<number> {
       help: { type: "boolean", short: "h", default: false },
       global: { type: "boolean", default: false },
       undo: { type: "boolean", default: false },
+      always: { type: "boolean", default: false },
+      message: { type: "string" },
     },
   });
   const [command, team] = positionals;
@@ -103,6 +107,9 @@ async function main(argv: string[]): Promise<number> {
       print(values.json ? JSON.stringify(report, null, 2) : renderDoctor(report, paint));
       return report.ok ? 0 : 1;
     }
+    case "approve":
+    case "deny":
+      return runAnswer(ctx, command, positionals.slice(1), values, print);
     default:
       process.stderr.write(`unknown command '${command}'\n\n${USAGE}\n`);
       return 2;

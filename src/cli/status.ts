@@ -1,6 +1,7 @@
 import type { TeamsContext } from "../operations/context.ts";
 import { healthOf } from "../operations/list-agents.ts";
 import { listUnknownAgents } from "../operations/unknown-agents.ts";
+import { waitingView } from "../operations/waiting.ts";
 import { type Cell, formatAge, HEALTH_STYLE, type Painter, renderTable, STATUS_STYLE } from "./format.ts";
 
 export interface StatusRow {
@@ -14,6 +15,14 @@ export interface StatusRow {
   model: string;
   paneId: string | null;
   tasks: string[];
+  /** What the agent waits on, e.g. `permission: bash (git push)`; null when nothing. */
+  waiting: string | null;
+}
+
+function waitingText(state: Parameters<typeof waitingView>[0]): string | null {
+  const waiting = waitingView(state);
+  if (!waiting) return null;
+  return `${waiting.kind}: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}`;
 }
 
 export interface StatusReport {
@@ -56,6 +65,7 @@ export async function collectStatus(
         model: state.model,
         paneId: state.paneId ?? null,
         tasks: held(state.agentId),
+        waiting: waitingText(state),
       });
     }
     // Agents whose state file is damaged: shown on every run, with what their traces tell.
@@ -74,6 +84,7 @@ export async function collectStatus(
         model: agent.model ?? "?",
         paneId: agent.paneId,
         tasks: held(agent.agentId),
+        waiting: null,
       });
     }
   }
@@ -92,9 +103,10 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     { text: row.model },
     { text: row.paneId ?? "-" },
     { text: row.tasks.join(",") || "-" },
+    { text: row.waiting ?? "-", ...(row.waiting ? { style: "yellow" as const } : {}) },
   ]);
   const table = renderTable(
-    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK"],
+    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK", "WAITING"],
     rows,
     paint,
   );

@@ -15,6 +15,13 @@ export interface SessionUsage {
   cost: number;
 }
 
+/** A request a session waits on; `directory` is the one the session was created in (the server scopes by it). */
+export interface PendingRequestRef {
+  sessionId: string;
+  requestId: string;
+  directory: string;
+}
+
 /**
  * The slice of an OpenCode server the plugin uses. The real one wraps @opencode-ai/sdk (see opencode-client.ts);
  * unit tests pass fakes. Every method resolves or rejects with an Error that says what failed; none hang forever.
@@ -40,6 +47,10 @@ export interface OpencodeApi {
     options?: { model?: ModelRef; noReply?: boolean },
   ): Promise<void>;
   messageCount(sessionId: string): Promise<number>;
+  /** Answer a pending permission request (`POST /session/{id}/permissions/{requestId}`). */
+  answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void>;
+  /** Answer a pending question with `answer`, or reject it when `answer` is undefined. */
+  answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void>;
   usage(sessionId: string): Promise<SessionUsage>;
   /**
    * The server's event stream, for every directory it serves. Ends when the server closes it or `signal` aborts; callers reconnect themselves

@@ -1,5 +1,11 @@
 import { createOpencodeClient, type Event, type OpencodeClient } from "@opencode-ai/sdk";
-import type { ModelRef, OpencodeApi, SessionActivity, SessionUsage } from "./opencode-api.ts";
+import type {
+  ModelRef,
+  OpencodeApi,
+  PendingRequestRef,
+  SessionActivity,
+  SessionUsage,
+} from "./opencode-api.ts";
 
 export interface OpencodeClientOptions {
   /** Directory the server scopes sessions by (`?directory=`): the project root. */
@@ -159,6 +165,42 @@ export class SdkOpencodeApi implements OpencodeApi {
 
   async messageCount(sessionId: string): Promise<number> {
     return (await this.messages(sessionId)).length;
+  }
+
+  async answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void> {
+    await this.post(
+      `/session/${encodeURIComponent(request.sessionId)}/permissions/${encodeURIComponent(request.requestId)}`,
+      request.directory,
+      { response },
+    );
+  }
+
+  async answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void> {
+    const id = encodeURIComponent(request.requestId);
+    if (answer === undefined) await this.post(`/question/${id}/reject`, request.directory, undefined);
+    else await this.post(`/question/${id}/reply`, request.directory, { answers: [[answer]] });
+  }
+
+  /** A POST the 1.x SDK has no method for; the server scopes requests by `directory`. */
+  private async post(route: string, directory: string, body: unknown): Promise<void> {
+    const url = new URL(route, this.baseUrl);
+    url.searchParams.set("directory", directory);
+    const what = `POST ${route}`;
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...authHeaders(this.options) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: this.signal(),
+      });
+    } catch (error) {
+      throw new Error(`${what} failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (!response.ok) {
+      const detail = (await response.text().catch(() => "")).slice(0, 300);
+      throw new Error(`${what} failed (HTTP ${response.status})${detail ? `: ${detail}` : ""}`);
+    }
   }
 
   async usage(sessionId: string): Promise<SessionUsage> {

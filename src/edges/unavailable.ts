@@ -32,6 +32,12 @@ export class UnavailableOpencodeApi implements OpencodeApi {
   async messageCount(): Promise<never> {
     this.refuse();
   }
+  async answerPermission(): Promise<never> {
+    this.refuse();
+  }
+  async answerQuestion(): Promise<never> {
+    this.refuse();
+  }
   async usage(): Promise<never> {
     this.refuse();
   }

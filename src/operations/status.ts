@@ -9,6 +9,7 @@ import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireMember } from "./identity.ts";
 import { fail, type OpResult } from "./result.ts";
 import { findUnknownAgent, listUnknownAgents, type UnknownAgent } from "./unknown-agents.ts";
+import { type WaitingView, waitingView } from "./waiting.ts";
 
 export interface GetAgentStatusInput {
   teamName: string;
@@ -34,6 +35,8 @@ export interface AgentStatusResponse {
   cwd: string;
   consecutiveMisses: number;
   lastError?: string;
+  /** The permission request or question the agent waits on (specs/get-agent-status.md). */
+  waitingFor: WaitingView | null;
   sessionRotationCount: number;
   createdAt: string;
   terminatedAt?: string;
@@ -57,6 +60,7 @@ export interface UnknownStatusResponse {
   paneId?: string;
   cwd: string | null;
   consecutiveMisses: null;
+  waitingFor: null;
   sessionRotationCount: null;
   createdAt: string | null;
 }
@@ -74,6 +78,8 @@ export interface StatusSummary {
   total: number;
   active: number;
   idle: number;
+  /** Running agents blocked on a permission request or a question. */
+  waiting: number;
   inactive: number;
   shuttingDown: number;
   terminated: number;
@@ -113,6 +119,7 @@ export function toStatusResponse(
     cwd: state.cwd,
     consecutiveMisses: state.consecutiveMisses,
     ...(state.lastError ? { lastError: state.lastError } : {}),
+    waitingFor: waitingView(state),
     sessionRotationCount: state.sessionRotationCount,
     createdAt: state.createdAt,
     ...(state.terminatedAt ? { terminatedAt: state.terminatedAt } : {}),
@@ -125,6 +132,7 @@ export function summarize(agents: readonly (AgentStatusResponse | UnknownStatusR
     total: agents.length,
     active: count("active"),
     idle: count("idle"),
+    waiting: agents.filter((agent) => agent.waitingFor !== null).length,
     inactive: count("inactive"),
     shuttingDown: count("shutting_down"),
     terminated: count("terminated"),
@@ -147,6 +155,7 @@ export function unknownStatusResponse(agent: UnknownAgent, now: number): Unknown
     ...(agent.paneId ? { paneId: agent.paneId } : {}),
     cwd: agent.cwd,
     consecutiveMisses: null,
+    waitingFor: null,
     sessionRotationCount: null,
     createdAt: agent.createdAt,
   };

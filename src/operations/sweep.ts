@@ -9,6 +9,7 @@ import { isLive, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactive } from "./inactive.ts";
 import { finishOverdueKill, killOverdue } from "./kill.ts";
 import { deliverPending, notifyLeader } from "./notify.ts";
+import { reminderNotice, tellLeaderWaiting } from "./waiting.ts";
 
 /** What one sweep did; returned for tests and logged when anything happened. */
 export interface SweepReport {
@@ -25,6 +26,10 @@ export interface SweepReport {
   refreshed: number;
   /** Agents whose miss count went back to 0 after a fresh heartbeat. */
   reset: number;
+  /** Stale agents spared because they wait on a permission or a question. */
+  waiting: number;
+  /** Leaders reminded of a request left open longer than `waitingRemindMs`. */
+  reminded: number;
   inactive: InactiveAgent[];
   /** Leader notices delivered by the retry pass. */
   delivered: number;
@@ -36,12 +41,15 @@ export interface SweepReport {
 }
 
 type SweepOutcome =
-  | { kind: "none" | "miss" | "refreshed" | "reset" }
+  | { kind: "none" | "miss" | "refreshed" | "reset" | "waiting" }
+  | { kind: "remind"; agent: AgentState }
   | { kind: "inactive"; death: Omit<InactiveAgent, "tasks"> };
 
 type Verdict =
   | { kind: "dead"; cause: InactiveCause; reason: string }
   | { kind: "busy" }
+  /** Blocked on a permission or a question: no miss, no busy cap (see specs/heartbeat.md). */
+  | { kind: "waiting" }
   | { kind: "miss"; cause: "stale" | "busy_cap"; busyForS?: number };
 
 interface ServerFacts {
@@ -132,8 +140,37 @@ export class StaleSweeper {
    * id that now names a pane that is not the agent's (a restarted tmux server) counts as closed.
    */
   private readonly panes = new Map<string, PaneRef>();
+  /** `team/agentId` of every agent a sweep has read: one the sweep never read may have a pane it does not know. */
+  private readonly seen = new Set<string>();
+  /** Running agents read before their pane was recorded (spawn records it after the prompt). */
+  private readonly awaitingPane = new Set<string>();
 
   constructor(private readonly ctx: TeamsContext) {}
+
+  /**
+   * The pane watch between sweeps (see specs/heartbeat.md): true when a known pane is gone or no longer the agent's,
+   * or an agent's pane is not known yet. Costs one `tmux list-panes -a` per tmux server and a directory listing per
+   * team; it runs nothing built from agents' text.
+   */
+  async needsSweep(): Promise<boolean> {
+    if (this.awaitingPane.size > 0) return true;
+    for (const teamName of await this.ctx.store.listTeamNames()) {
+      for (const agentId of await this.ctx.store.listAgentIds(teamName))
+        if (!this.seen.has(`${teamName}/${agentId}`)) return true;
+    }
+    const lists = new Map<string, Promise<LivePanes | undefined>>();
+    for (const pane of this.panes.values()) {
+      const socket = pane.socket ?? "";
+      let list = lists.get(socket);
+      if (!list) {
+        list = this.ctx.edges.tmux.livePanes(pane.socket).catch(() => undefined);
+        lists.set(socket, list);
+      }
+      const live = await list;
+      if (live && !ownsLivePane(live, pane)) return true;
+    }
+    return false;
+  }
 
   async sweep(): Promise<SweepReport> {
     const { ctx } = this;
@@ -146,6 +183,8 @@ export class StaleSweeper {
       misses: 0,
       refreshed: 0,
       reset: 0,
+      waiting: 0,
+      reminded: 0,
       inactive: [],
       delivered: 0,
       killsFinished: 0,
@@ -227,6 +266,8 @@ export class StaleSweeper {
       if (result.kind !== "ok") continue;
       const view = result.value;
       const key = `${teamName}/${view.state.agentId}`;
+      this.seen.add(key);
+      this.awaitingPane.delete(key);
       if (!isSweptMember(team, view.state)) {
         this.panes.delete(key);
         // Final states and the leader never need another look; shutting_down may still go either way.
@@ -237,6 +278,9 @@ export class StaleSweeper {
       report.checked++;
       const paneRef = agentPaneRef(view.state);
       if (paneRef) this.panes.set(key, paneRef);
+      // Only while the spawn may still be opening it: an agent that never got a pane is left to the sweep.
+      else if (!view.state.headless && now - Date.parse(view.state.createdAt) < threshold)
+        this.awaitingPane.add(key);
       const freshUntil = Date.parse(view.heartbeatTs) + threshold;
       // A gone pane goes to the verdict, which confirms it and declares the agent dead whatever its heartbeat says.
       if (now > freshUntil || paneGone.has(view.state.agentId)) stale.push(view);
@@ -252,6 +296,7 @@ export class StaleSweeper {
     const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => this.verdict(view, facts, now));
 
     const deaths: Omit<InactiveAgent, "tasks">[] = [];
+    const reminders: AgentState[] = [];
     const abortable: string[] = [];
     const work: { view: AgentView; verdict: Verdict | undefined }[] = [
       ...stale.map((view, index) => ({ view, verdict: verdicts[index] })),
@@ -277,6 +322,13 @@ export class StaleSweeper {
         case "reset":
           report.reset++;
           break;
+        case "waiting":
+          report.waiting++;
+          break;
+        case "remind":
+          report.waiting++;
+          reminders.push(outcome.agent);
+          break;
         default:
           break;
       }
@@ -291,6 +343,11 @@ export class StaleSweeper {
           server.abortSession(sessionId).catch(() => undefined),
         );
       }
+    }
+    for (const agent of reminders) {
+      if (!agent.waitingFor) continue;
+      await tellLeaderWaiting(ctx, team.name, agent, reminderNotice(agent, agent.waitingFor, now));
+      report.reminded++;
     }
     if (overdueKills.length > 0) report.killsFinished += await this.finishOverdueKills(team, overdueKills);
     report.delivered += await deliverPending(ctx, team, this.settledNotices);
@@ -360,12 +417,31 @@ export class StaleSweeper {
       if (pane === "gone")
         return { kind: "dead", cause: "pane_gone", reason: `its tmux pane ${state.paneId} is gone` };
     }
+    if (state.waitingFor) return { kind: "waiting" };
     if (activity === "busy" || activity === "retry") {
       const quietMs = now - lastSignOfLife(view);
       if (quietMs <= this.ctx.options.busyCapMs) return { kind: "busy" };
       return { kind: "miss", cause: "busy_cap", busyForS: seconds(quietMs) };
     }
     return { kind: "miss", cause: "stale" };
+  }
+
+  /** A waiting agent is neither counted missing nor capped; the leader is reminded once when it waits too long. */
+  private decideWaiting(
+    agent: AgentState,
+    withMissesReset: AgentState,
+    now: number,
+  ): BatchChange<SweepOutcome> {
+    const waiting = agent.waitingFor;
+    // Answered between the verdict and the lock: the next sweep judges it afresh.
+    if (!waiting) return { result: { kind: "none" } };
+    const base = agent.consecutiveMisses > 0 ? withMissesReset : agent;
+    if (waiting.remindedAt || now - Date.parse(waiting.since) < this.ctx.options.waitingRemindMs) {
+      return { ...(base !== agent ? { next: base } : {}), result: { kind: "waiting" } };
+    }
+    const nowIso = new Date(now).toISOString();
+    const next: AgentState = { ...base, waitingFor: { ...waiting, remindedAt: nowIso }, updatedAt: nowIso };
+    return { next, result: { kind: "remind", agent: next } };
   }
 
   /**
@@ -404,6 +480,7 @@ export class StaleSweeper {
         result: { kind: "inactive", death: { agent: next, cause: verdict.cause, reason: verdict.reason } },
       };
     }
+    if (verdict?.kind === "waiting") return this.decideWaiting(agent, withMissesReset, now);
     if (fresh || verdict === undefined) {
       if (!fresh || agent.consecutiveMisses === 0) return { result: { kind: "none" } };
       return { next: withMissesReset, result: { kind: "reset" } };

@@ -75,6 +75,22 @@ export const TmuxPlacementSchema = z.object({
 });
 export type TmuxPlacement = z.infer<typeof TmuxPlacementSchema>;
 
+/**
+ * A request the agent's session is blocked on: a tool call that needs a permission, or a question the agent asked.
+ * While it is pending the agent is neither busy nor dead (see specs/heartbeat.md).
+ */
+export const WaitingForSchema = z.object({
+  kind: z.enum(["permission", "question"]),
+  requestId: z.string(),
+  title: z.string(),
+  /** What the permission covers (e.g. the command), when the server says. */
+  pattern: z.string().optional(),
+  since: isoDate,
+  /** Set once the sweep reminded the leader that the request is still open (once per request). */
+  remindedAt: isoDate.optional(),
+});
+export type WaitingFor = z.infer<typeof WaitingForSchema>;
+
 export const AgentStateSchema = z.object({
   version,
   agentId: z.string(),
@@ -130,6 +146,8 @@ export const AgentStateSchema = z.object({
   /** Set by the agent's own `confirm-shutdown` call: a graceful kill may finish now. */
   shutdownConfirmedAt: isoDate.optional(),
   tags: z.array(z.string()).default([]),
+  /** The request the agent waits on; null (or absent in older records) when it waits on nothing. */
+  waitingFor: WaitingForSchema.nullable().optional(),
 });
 export type AgentState = z.infer<typeof AgentStateSchema>;
 

@@ -1,5 +1,11 @@
 import type { Event } from "@opencode-ai/sdk";
-import type { ModelRef, OpencodeApi, SessionActivity, SessionUsage } from "../../src/edges/opencode-api.ts";
+import type {
+  ModelRef,
+  OpencodeApi,
+  PendingRequestRef,
+  SessionActivity,
+  SessionUsage,
+} from "../../src/edges/opencode-api.ts";
 import {
   type LivePanes,
   type MarkedPane,
@@ -116,6 +122,20 @@ export class FakeOpencode implements OpencodeApi {
   async messageCount(sessionId: string): Promise<number> {
     this.check(`messageCount ${sessionId}`);
     return this.session(sessionId).messages;
+  }
+
+  /** Answers given through answerPermission / answerQuestion, in order. */
+  answers: { request: PendingRequestRef; response: string }[] = [];
+
+  async answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void> {
+    this.check(`answerPermission ${request.requestId}`);
+    this.session(request.sessionId);
+    this.answers.push({ request, response });
+  }
+
+  async answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void> {
+    this.check(`answerQuestion ${request.requestId}`);
+    this.answers.push({ request, response: answer ?? "reject" });
   }
 
   async usage(sessionId: string): Promise<SessionUsage> {
