@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import { constants } from "node:fs";
-import { mkdir, open } from "node:fs/promises";
+import { open } from "node:fs/promises";
 import path from "node:path";
+import { makePrivateDir, PRIVATE_FILE_MODE } from "./modes.ts";
 import { type HeartbeatRecord, HeartbeatRecordSchema } from "./schemas.ts";
 import { quarantine } from "./store.ts";
 
@@ -100,11 +101,11 @@ export async function writeSlot(file: string, record: HeartbeatRecord): Promise<
   const slot = encodeSlot(record);
   let handle: Awaited<ReturnType<typeof open>>;
   try {
-    handle = await open(file, constants.O_RDWR | constants.O_CREAT, 0o644);
+    handle = await open(file, constants.O_RDWR | constants.O_CREAT, PRIVATE_FILE_MODE);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-    await mkdir(path.dirname(file), { recursive: true });
-    handle = await open(file, constants.O_RDWR | constants.O_CREAT, 0o644);
+    await makePrivateDir(path.dirname(file));
+    handle = await open(file, constants.O_RDWR | constants.O_CREAT, PRIVATE_FILE_MODE);
   }
   try {
     await handle.write(slot, 0, SLOT_SIZE, 0);

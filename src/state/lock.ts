@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { constants, readFileSync, statSync, unlinkSync } from "node:fs";
-import { type FileHandle, mkdir, open, readdir, rm, unlink, utimes } from "node:fs/promises";
+import { type FileHandle, open, readdir, rm, unlink, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { makePrivateDir, PRIVATE_FILE_MODE } from "./modes.ts";
 
 export interface LockTiming {
   /** A lock untouched for this long is taken over (its holder crashed). */
@@ -127,11 +128,11 @@ async function removeUnderGuard(
 async function tryCreate(file: string, owner: string): Promise<boolean> {
   let handle: FileHandle;
   try {
-    handle = await open(file, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o600);
+    handle = await open(file, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, PRIVATE_FILE_MODE);
   } catch (error) {
     if (code(error) === "EEXIST") return false;
     if (code(error) !== "ENOENT") throw error;
-    await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+    await makePrivateDir(path.dirname(file));
     return false;
   }
   try {

@@ -4,6 +4,7 @@ import path from "node:path";
 import writeFileAtomic from "write-file-atomic";
 import type { z } from "zod";
 import { type LockTiming, withFileLock } from "./lock.ts";
+import { makePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tightenDir } from "./modes.ts";
 
 export type ReadResult<T> =
   | { kind: "ok"; value: T }
@@ -97,8 +98,13 @@ export async function writeJson<S extends z.ZodType>(
   options: WriteOptions = {},
 ): Promise<void> {
   const valid = schema.parse(value);
-  await mkdir(path.dirname(file), { recursive: true });
-  await writeFileAtomic(file, `${JSON.stringify(valid, null, 2)}\n`, { fsync: options.durable ?? true });
+  await makePrivateDir(path.dirname(file));
+  // An explicit mode: without it write-file-atomic copies the replaced file's mode, and a file of an older install
+  // would stay readable by others.
+  await writeFileAtomic(file, `${JSON.stringify(valid, null, 2)}\n`, {
+    fsync: options.durable ?? true,
+    mode: PRIVATE_FILE_MODE,
+  });
 }
 
 /**
@@ -112,12 +118,12 @@ export async function createJson<S extends z.ZodType>(
   options: WriteOptions = {},
 ): Promise<void> {
   const valid = schema.parse(value);
-  await mkdir(path.dirname(file), { recursive: true });
+  await makePrivateDir(path.dirname(file));
   // Written whole under a temporary name, then linked into place: link() is atomic and fails if the name exists, so
   // the file is created exclusively and no reader ever sees it half-written (a reader would take a partial file for a
   // damaged one and move it aside).
   const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
-  const handle = await open(temp, "wx");
+  const handle = await open(temp, "wx", PRIVATE_FILE_MODE);
   try {
     await handle.writeFile(`${JSON.stringify(valid, null, 2)}\n`);
     if (options.durable ?? true) await handle.sync();
@@ -172,11 +178,19 @@ export async function listDir(dir: string): Promise<string[]> {
   }
 }
 
-/** The storage dir ignores itself, so team state never shows up in the user's git status. */
+/**
+ * The storage dir ignores itself, so team state never shows up in the user's git status. It is private to its owner
+ * (specs/storage.md); one made looser by an older version is tightened. Its parent keeps the default mode: it is the
+ * project's, not ours.
+ */
 export async function ensureStorageRoot(root: string): Promise<void> {
-  await mkdir(root, { recursive: true });
+  await mkdir(path.dirname(root), { recursive: true });
+  await mkdir(root, { mode: PRIVATE_DIR_MODE }).catch((error: NodeJS.ErrnoException) => {
+    if (error.code !== "EEXIST") throw error;
+  });
+  await tightenDir(root);
   try {
-    await writeFile(path.join(root, ".gitignore"), "*\n", { flag: "wx" });
+    await writeFile(path.join(root, ".gitignore"), "*\n", { flag: "wx", mode: PRIVATE_FILE_MODE });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
   }

@@ -6,6 +6,7 @@ import { mapLimit } from "../map-limit.ts";
 import { readSlot, writeSlot } from "./heartbeat-slot.ts";
 import type { LockTiming } from "./lock.ts";
 import { isLocked, waitUntilUnlocked, withFileLock } from "./lock.ts";
+import { tightenDir } from "./modes.ts";
 import { isAgentId, type StoragePaths } from "./paths.ts";
 import {
   type AgentJournal,
@@ -115,6 +116,11 @@ export class TeamStore {
 
   async init(): Promise<void> {
     await ensureStorageRoot(this.paths.root);
+  }
+
+  /** Close a storage dir an older version left readable by others, without creating it. Whether it changed. */
+  secureRoot(): Promise<boolean> {
+    return tightenDir(this.paths.root);
   }
 
   // Teams
