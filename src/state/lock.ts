@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { constants, readFileSync, statSync, unlinkSync } from "node:fs";
-import { type FileHandle, open, readdir, rm, unlink, utimes } from "node:fs/promises";
+import { readFileSync, statSync, unlinkSync } from "node:fs";
+import { readdir, rm, unlink, utimes, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -31,11 +31,10 @@ function installExitHook(): void {
   exitHookInstalled = true;
   process.once("exit", () => {
     for (const [lock, { owner, staleMs }] of held) {
+      // Only a lock still ours and fresh goes (see release); anything else is left to go stale.
+      if (!isOwnFresh(inspect(lock), owner, staleMs)) continue;
       try {
-        // Only a lock still ours and fresh goes (see release); anything else is left to go stale.
-        const age = Date.now() - statSync(lock).mtimeMs;
-        if (readFileSync(lock, "utf8") === owner && age >= -FUTURE_SKEW_MS && age < staleMs / 2)
-          unlinkSync(lock);
+        unlinkSync(lock);
       } catch {
         // already gone
       }
@@ -52,28 +51,29 @@ function newOwnerToken(): string {
   return `${process.pid} ${HOST} ${randomBytes(8).toString("hex")}`;
 }
 
-/** One lock instance as seen through one open file: its identity and age cannot come from two different files. */
+/** One lock instance: its identity, age and owner. */
 interface Seen {
   ino: number;
   mtimeMs: number;
   owner: string;
 }
 
-async function inspect(lock: string): Promise<Seen | undefined> {
-  let handle: FileHandle;
+/**
+ * Stat first, then read: a lock never comes back once removed, so when the owner read is one's own, or the lock is
+ * re-checked under the takeover guard (nobody can remove an abandoned lock meanwhile), the stat was of that same lock.
+ * Synchronous on purpose: a lock file is a few dozen bytes whose inode was just created or read, so both calls are
+ * answered from memory in microseconds, and every release does this (heartbeats take a lock each): the async calls'
+ * round trips through the thread pool cost more than the calls.
+ */
+function inspect(lock: string): Seen | undefined {
   try {
-    handle = await open(lock, constants.O_RDONLY);
-  } catch (error) {
-    if (code(error) === "ENOENT") return undefined;
-    throw error;
-  }
-  try {
-    const info = await handle.stat();
+    const info = statSync(lock);
     // A directory is a lock of an older version (no owner recorded).
-    const owner = info.isDirectory() ? "" : await handle.readFile("utf8");
+    const owner = info.isDirectory() ? "" : readFileSync(lock, "utf8");
     return { ino: info.ino, mtimeMs: info.mtimeMs, owner };
-  } finally {
-    await handle.close();
+  } catch {
+    // Gone (released meanwhile), or unreadable: no lock to judge.
+    return undefined;
   }
 }
 
@@ -110,12 +110,12 @@ async function removeUnderGuard(
   const guard = `${lock}.takeover`;
   if (!(await tryCreate(guard, newOwnerToken()))) {
     // Held for microseconds by a live taker: one found stale crashed mid-takeover.
-    const seen = await inspect(guard);
+    const seen = inspect(guard);
     if (seen && isStale(seen, staleMs)) await rm(guard, { force: true });
     return "busy";
   }
   try {
-    const seen = await inspect(lock).catch(() => undefined);
+    const seen = inspect(lock);
     if (!seen || !stillSame(seen)) return "changed";
     await rm(lock, { recursive: true, force: true });
     return "removed";
@@ -126,24 +126,17 @@ async function removeUnderGuard(
 
 /** Create `file` exclusively holding `owner`; false when it exists. */
 async function tryCreate(file: string, owner: string): Promise<boolean> {
-  let handle: FileHandle;
   try {
-    handle = await open(file, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, PRIVATE_FILE_MODE);
+    // One native call (open O_EXCL, write, close). A failed write leaves an ownerless lock that goes stale; it is not
+    // removed here, since an error does not say whose file it is.
+    await writeFile(file, owner, { flag: "wx", mode: PRIVATE_FILE_MODE });
+    return true;
   } catch (error) {
     if (code(error) === "EEXIST") return false;
     if (code(error) !== "ENOENT") throw error;
     await makePrivateDir(path.dirname(file));
     return false;
   }
-  try {
-    await handle.write(owner);
-  } catch (error) {
-    await handle.close().catch(() => {});
-    await unlink(file).catch(() => {});
-    throw error;
-  }
-  await handle.close();
-  return true;
 }
 
 /**
@@ -154,7 +147,7 @@ async function tryCreate(file: string, owner: string): Promise<boolean> {
  */
 async function tryAcquire(lock: string, owner: string, staleMs: number): Promise<boolean> {
   if (await tryCreate(lock, owner)) return true;
-  const judged = await inspect(lock).catch(() => undefined);
+  const judged = inspect(lock);
   // Gone meanwhile: the holder just released it.
   if (!judged || !isStale(judged, staleMs)) return false;
   const removal = await removeUnderGuard(
@@ -165,16 +158,22 @@ async function tryAcquire(lock: string, owner: string, staleMs: number): Promise
   return removal === "removed" && (await tryCreate(lock, owner));
 }
 
+/** Ours, and young enough that nobody can be taking it over: it may be removed without the guard. */
+function isOwnFresh(seen: Seen | undefined, owner: string, staleMs: number): boolean {
+  if (seen?.owner !== owner) return false;
+  const age = Date.now() - seen.mtimeMs;
+  return age >= -FUTURE_SKEW_MS && age < staleMs / 2;
+}
+
 /**
  * Give back a lock taken with `owner`, and only that lock: one taken over meanwhile (its holder stalled past
  * `staleMs`) belongs to someone else now. A lock that is still fresh cannot be under takeover, so it goes at once;
  * an older one only under the takeover guard.
  */
 async function release(lock: string, owner: string, timing: LockTiming): Promise<void> {
-  const seen = await inspect(lock).catch(() => undefined);
-  if (!seen || seen.owner !== owner) return;
-  const age = Date.now() - seen.mtimeMs;
-  if (age >= -FUTURE_SKEW_MS && age < timing.staleMs / 2) {
+  const seen = inspect(lock);
+  if (seen?.owner !== owner) return;
+  if (isOwnFresh(seen, owner, timing.staleMs)) {
     await unlink(lock).catch(() => {});
     return;
   }
@@ -208,10 +207,7 @@ async function retryUntil(attempt: () => Promise<boolean>, maxWaitMs: number, wh
  * make their re-check lie.
  */
 async function refresh(lock: string, owner: string, staleMs: number): Promise<void> {
-  const seen = await inspect(lock);
-  if (!seen || seen.owner !== owner) return;
-  const age = Date.now() - seen.mtimeMs;
-  if (age < -FUTURE_SKEW_MS || age > staleMs / 2) return;
+  if (!isOwnFresh(inspect(lock), owner, staleMs)) return;
   const now = new Date();
   await utimes(lock, now, now);
 }
@@ -276,7 +272,7 @@ export async function withFileLock<T>(
 /** Whether someone holds the lock on `file` (a lock gone stale does not count: its holder crashed). */
 export async function isLocked(file: string, timing: Partial<LockTiming> = {}): Promise<boolean> {
   const { staleMs } = { ...DEFAULT_TIMING, ...timing };
-  const seen = await inspect(`${file}.lock`).catch(() => undefined);
+  const seen = inspect(`${file}.lock`);
   return seen !== undefined && !isStale(seen, staleMs);
 }
 
