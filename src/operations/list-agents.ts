@@ -204,7 +204,7 @@ export async function listAgents(
   for (const teamName of teams) {
     const listed = await ctx.store.listAgentViews(teamName);
     views.push(...listed.items);
-    warnings.push(...listed.warnings);
+    warnings.push(...ctx.store.withDamageNotes(teamName, listed.warnings));
   }
   const server = await ctx.edges.projectServer().catch(() => undefined);
   const lookup = usageLookup(ctx, server);

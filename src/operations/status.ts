@@ -177,11 +177,12 @@ export async function getAgentStatus(
       .map((view) => toStatusResponse(view, now, threshold));
   }
   const server = input.includeServer ? await serverStatus(ctx) : undefined;
+  const reported = ctx.store.withDamageNotes(team.name, warnings);
   return {
     success: true,
     agents,
     ...(server ? { server } : {}),
     summary: summarize(agents),
-    ...(warnings.length > 0 ? { warnings } : {}),
+    ...(reported.length > 0 ? { warnings: reported } : {}),
   };
 }

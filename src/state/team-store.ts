@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { readFile, unlink } from "node:fs/promises";
+import { unlink } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { mapLimit } from "../map-limit.ts";
@@ -26,8 +26,6 @@ import {
   createJson,
   ensureStorageRoot,
   listDir,
-  parseJson,
-  quarantine,
   type ReadResult,
   readJson,
   type UpdateOutcome,
@@ -108,6 +106,11 @@ export class TeamStore {
   private readonly journals = new StatCache<AgentJournal>();
   /** How many agent files each team had at its last listing (see listAgentViews). */
   private readonly listedCounts = new Map<string, number>();
+  /**
+   * Damage found by reads whose caller had no tool result to put it in (the sweep, the monitor, a journal read behind
+   * an agent read), per team, until a listing hands it on (withDamageNotes). See specs/storage.md (Damaged files).
+   */
+  private readonly damageNotes = new Map<string, Set<string>>();
 
   constructor(
     readonly paths: StoragePaths,
@@ -121,6 +124,27 @@ export class TeamStore {
   /** Close a storage dir an older version left readable by others, without creating it. Whether it changed. */
   secureRoot(): Promise<boolean> {
     return tightenDir(this.paths.root);
+  }
+
+  /** Remember a damaged file's warning for the team's next listing; returns `read` unchanged. */
+  private noted<T extends { kind: string; warning?: string }>(teamName: string, read: T): T {
+    if (read.kind === "corrupt" && read.warning) {
+      const notes = this.damageNotes.get(teamName) ?? new Set<string>();
+      notes.add(read.warning);
+      this.damageNotes.set(teamName, notes);
+    }
+    return read;
+  }
+
+  /**
+   * `warnings` plus the team's damage found since the last listing and not already among them. Tool results that list
+   * a team call this, so damage that a background read found and moved aside still reaches the user once.
+   */
+  withDamageNotes(teamName: string, warnings: readonly string[]): string[] {
+    const notes = this.damageNotes.get(teamName);
+    this.damageNotes.delete(teamName);
+    const unseen = [...(notes ?? [])].filter((note) => !warnings.some((warning) => warning.includes(note)));
+    return [...warnings, ...unseen];
   }
 
   // Teams
@@ -152,21 +176,21 @@ export class TeamStore {
   // Agents
 
   /** The agent file alone, as on disk (journal entries not applied). */
-  private readAgentFile(teamName: string, agentId: string) {
-    return readJson(this.paths.agentState(teamName, agentId), AgentStateSchema);
+  private async readAgentFile(teamName: string, agentId: string) {
+    return this.noted(teamName, await readJson(this.paths.agentState(teamName, agentId), AgentStateSchema));
   }
 
   /**
    * The team's agent journal. Cached by stat: it is only ever replaced whole (a new inode) and the cache trusts no
    * file younger than its settle time, so a stat check is enough even for reads under a lock. A damaged journal is
-   * moved aside and read as empty: the sweep finds the agents it held stale again.
+   * moved aside and read as empty (the sweep finds the agents it held stale again), and noted for the next listing.
    */
   private readJournal(teamName: string): Promise<AgentJournal> {
     return this.journals.get(this.paths.agentJournal(teamName), () => this.readJournalFile(teamName));
   }
 
   private async readJournalFile(teamName: string): Promise<AgentJournal> {
-    const read = await readJson(this.paths.agentJournal(teamName), AgentJournalSchema);
+    const read = this.noted(teamName, await readJson(this.paths.agentJournal(teamName), AgentJournalSchema));
     return read.kind === "ok" ? read.value : EMPTY_JOURNAL;
   }
 
@@ -332,7 +356,7 @@ export class TeamStore {
     teamName: string,
     agentId: string,
   ): Promise<{ record?: HeartbeatRecord; warning?: string }> {
-    const slot = await readSlot(this.paths.heartbeatSlot(teamName, agentId));
+    const slot = this.noted(teamName, await readSlot(this.paths.heartbeatSlot(teamName, agentId)));
     if (slot.kind === "ok") return { record: slot.record };
     if (slot.kind === "corrupt") return { warning: slot.warning };
     return {};
@@ -447,19 +471,20 @@ export class TeamStore {
     await writeJson(this.inboxMessageFile(message), InboxMessageSchema, { ...message, deliveredAt });
   }
 
+  /** One inbox message; a damaged one is moved aside, reported and noted for the team's next listing. */
+  async readInboxMessage(teamName: string, file: string): Promise<ReadResult<InboxMessage>> {
+    return this.noted(teamName, await readJson(file, InboxMessageSchema));
+  }
+
   async readInbox(teamName: string, agentId: string): Promise<Listed<InboxMessage>> {
     const dir = this.paths.inboxDir(teamName, agentId);
     const files = (await listDir(dir)).filter((file) => file.endsWith(".json")).sort();
     const items: InboxMessage[] = [];
     const warnings: string[] = [];
     for (const file of files) {
-      const full = path.join(dir, file);
-      const parsed = parseJson(await readFile(full, "utf8").catch(() => ""), InboxMessageSchema);
-      if (parsed.ok) items.push(parsed.value);
-      else {
-        const movedTo = await quarantine(full);
-        if (movedTo) warnings.push(`inbox message ${file} was damaged (${parsed.problem}) and moved aside`);
-      }
+      const read = await this.readInboxMessage(teamName, path.join(dir, file));
+      if (read.kind === "ok") items.push(read.value);
+      else if (read.kind === "corrupt") warnings.push(`inbox message ${read.warning}`);
     }
     return { items, warnings };
   }
