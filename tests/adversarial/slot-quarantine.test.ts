@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { readSlot } from "../../src/state/heartbeat-slot.ts";
+import { encodeSlot, readSlot, writeSlot } from "../../src/state/heartbeat-slot.ts";
 
 test("a slot rewritten in a tight loop by another process is never moved aside by a reader", async () => {
   const dir = await mkdtemp(path.join(tmpdir(), "oct-slot-"));
@@ -29,3 +29,27 @@ test("a slot rewritten in a tight loop by another process is never moved aside b
     await rm(dir, { recursive: true, force: true });
   }
 }, 30_000);
+
+test("a slot caught mid-write by a writer that needs a few ms to finish is read, not moved aside", async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), "oct-slot-"));
+  try {
+    const slot = path.join(dir, "agent.hb");
+    const record = {
+      version: 1 as const,
+      heartbeatTs: new Date().toISOString(),
+      source: "tool" as const,
+      updates: 1,
+    };
+    // A write torn halfway: the new record's first half over the old one's second half.
+    const whole = encodeSlot(record);
+    const torn = Buffer.concat([whole.subarray(0, 40), encodeSlot({ ...record, updates: 7 }).subarray(40)]);
+    await writeFile(slot, torn);
+    // The writer is descheduled mid-write and finishes 3 ms later.
+    setTimeout(() => void writeSlot(slot, record), 3);
+    const read = await readSlot(slot);
+    expect(read.kind).toBe("ok");
+    expect((await readdir(dir)).filter((name) => name.includes(".corrupt-"))).toEqual([]);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
