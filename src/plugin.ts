@@ -43,6 +43,16 @@ export function buildContext(input: {
   localServer: OpencodeApi;
 }): TeamsContext {
   const store = new TeamStore(new StoragePaths(resolveStorageRoot(input.projectRoot)));
+  // An older version left the storage dir readable by other users: close it as soon as a context exists.
+  void store
+    .secureRoot()
+    .then((tightened) => {
+      if (tightened)
+        input.log("warn", "the storage dir was readable by other users; it is now 0700", {
+          root: store.paths.root,
+        });
+    })
+    .catch(() => {});
   const servers = new ServerManager({
     projectRoot: input.projectRoot,
     paths: store.paths,

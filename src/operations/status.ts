@@ -226,11 +226,12 @@ export async function getAgentStatus(
     }
   }
   const server = input.includeServer ? await serverStatus(ctx) : undefined;
+  const reported = ctx.store.withDamageNotes(team.name, warnings);
   return {
     success: true,
     agents,
     ...(server ? { server } : {}),
     summary: summarize(agents),
-    ...(warnings.length > 0 ? { warnings } : {}),
+    ...(reported.length > 0 ? { warnings: reported } : {}),
   };
 }
