@@ -47,6 +47,7 @@ export function buildContext(input: {
     paths: store.paths,
     startTimeoutMs: input.options.serverStartTimeoutMs,
     opencodeBin: input.options.opencodeBin,
+    log: input.log,
   });
   return {
     projectRoot: input.projectRoot,
@@ -57,6 +58,7 @@ export function buildContext(input: {
     edges: {
       projectServer: async () => (await servers.current())?.api,
       ensureProjectServer: () => servers.ensureRunning(),
+      serverControl: servers,
       opencodeBinary: () => servers.opencodeBinary(),
       localServer: input.localServer,
       tmux: new TmuxCli(),

@@ -8,6 +8,7 @@ import { renderDoctor, runDoctor } from "./doctor.ts";
 import { painter } from "./format.ts";
 import { collectHistory, renderHistory } from "./history.ts";
 import { findProjectRoot } from "./project.ts";
+import { runServerCommand } from "./server.ts";
 import { collectStatus, renderStatus } from "./status.ts";
 
 const USAGE = `opencode-teams: see and check your agent teams
@@ -17,6 +18,7 @@ usage:
   opencode-teams watch [team] [--interval 2]       the status table, refreshed until Ctrl-C
   opencode-teams history <team> [--json]           agent runs: spawned, completed, interrupted, resumed...
   opencode-teams doctor [--json]                   check tmux, opencode, the server and the storage dir
+  opencode-teams server status|stop [--json]       the project's OpenCode server: is it ours and healthy; stop it
 
 options:
   --dir <path>   project directory (default: the git worktree around the current directory)
@@ -84,6 +86,11 @@ async function main(argv: string[]): Promise<number> {
       const report = await runDoctor(ctx);
       print(values.json ? JSON.stringify(report, null, 2) : renderDoctor(report, paint));
       return report.ok ? 0 : 1;
+    }
+    case "server": {
+      const result = await runServerCommand(ctx, team);
+      print(values.json ? JSON.stringify(result.output, null, 2) : result.text);
+      return result.code;
     }
     default:
       process.stderr.write(`unknown command '${command}'\n\n${USAGE}\n`);

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { ManualClock } from "../../src/clock.ts";
-import { ServerStartError } from "../../src/edges/server-manager.ts";
+import { type ServerCredentials, ServerStartError } from "../../src/edges/server-manager.ts";
 import { paneTiming } from "../../src/operations/agent-pane.ts";
 import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
@@ -22,6 +22,8 @@ export interface TestContext extends TeamsContext {
   tmux: FakeTmux;
   /** When set, ensureProjectServer() fails with `Failed to start OpenCode server: <this>`. */
   serverStartFailure: string | undefined;
+  /** The credentials ensureProjectServer() hands out (ProjectServer.credentials). */
+  serverCredentials: ServerCredentials | undefined;
   /** How many times ensureProjectServer() was called. */
   serverEnsureCalls: number;
   logs: { level: LogLevel; message: string }[];
@@ -57,6 +59,7 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
     tmux,
     projectServerUp: true,
     serverStartFailure: undefined,
+    serverCredentials: undefined,
     serverEnsureCalls: 0,
     edges: {
       projectServer: async () => (ctx.projectServerUp ? server : undefined),
@@ -78,6 +81,7 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
             activeSessions: 0,
             logPath: store.paths.serverLog(projectRoot),
           },
+          ...(ctx.serverCredentials ? { credentials: ctx.serverCredentials } : {}),
         };
       },
       opencodeBinary: () => "opencode",
