@@ -134,11 +134,11 @@ describe("a lost or damaged server.json", () => {
       const { dir, paths } = kit.project(`lost-${damage}`);
       const first = kit.track(await kit.manager(dir, paths).ensureRunning());
       const password = first.credentials?.password;
-      expect(password).toBeDefined();
       if (damage === "deleted") rmSync(paths.serverInfo(dir));
       else writeFileSync(paths.serverInfo(dir), "{ not json");
       const again = kit.track(await kit.manager(dir, paths).ensureRunning());
       expect(again.info.pid).toBe(first.info.pid);
+      expect(password).toBeDefined();
       expect(again.credentials?.password).toBe(password);
       expect(await again.api.healthy()).toBe(true);
       expect(readInfo(paths.serverInfo(dir))).toMatchObject({ pid: first.info.pid, auth: { password } });
@@ -156,9 +156,9 @@ describe("a slow server is not killed", () => {
     try {
       const servers = kit.manager(dir, paths, env, { startTimeoutMs: 2_500 });
       const error = await servers.ensureRunning().catch((e: unknown) => e);
+      expect(processRunning(server.info.pid)).toBe(true);
       expect(error).toBeInstanceOf(ServerStartError);
       expect((error as Error).message).toContain("is left running");
-      expect(processRunning(server.info.pid)).toBe(true);
       expect(readInfo(paths.serverInfo(dir)).pid).toBe(server.info.pid);
 
       // get-agent-status says so.
