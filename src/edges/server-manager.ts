@@ -11,7 +11,7 @@ import { type ServerAuth, type ServerInfo, ServerInfoSchema } from "../state/sch
 import { readJson } from "../state/store.ts";
 import type { OpencodeApi } from "./opencode-api.ts";
 import { resolveOpencodeBinary } from "./opencode-binary.ts";
-import { SdkOpencodeApi, serverAuthFromEnv } from "./opencode-client.ts";
+import { basicAuthHeaders, SdkOpencodeApi, serverAuthFromEnv } from "./opencode-client.ts";
 import { processRunning, terminateProcess } from "./process-info.ts";
 import {
   checkListener,
@@ -94,10 +94,18 @@ export interface ServerCredentials {
 /** Bytes of randomness in a generated server password (base64url: 43 characters). */
 const PASSWORD_BYTES = 32;
 
-function basicAuth(credentials: ServerCredentials | undefined): Record<string, string> {
-  if (!credentials) return {};
-  const token = Buffer.from(`${credentials.username}:${credentials.password}`).toString("base64");
-  return { Authorization: `Basic ${token}` };
+/**
+ * How a client gets into a recorded server: its generated password, else the user's OPENCODE_SERVER_PASSWORD (an
+ * `environment` record, or a record from before servers had passwords); undefined when neither exists.
+ */
+export function recordedCredentials(
+  info: ServerInfo,
+  env: NodeJS.ProcessEnv = process.env,
+): ServerCredentials | undefined {
+  if (info.auth?.source === "generated")
+    return { username: info.auth.username, password: info.auth.password };
+  const { password, username } = serverAuthFromEnv(env);
+  return password ? { username: username ?? "opencode", password } : undefined;
 }
 
 /** Only ever called on a listener verified to be our server (checkListener): the password goes nowhere else. */
@@ -108,7 +116,7 @@ async function probeHealth(
 ): Promise<Health> {
   try {
     const response = await fetch(`${url}/global/health`, {
-      headers: basicAuth(credentials),
+      headers: basicAuthHeaders(credentials ?? {}),
       signal: AbortSignal.timeout(timeoutMs),
     });
     if (response.status === 401 || response.status === 403) return "unauthorized";
@@ -228,12 +236,8 @@ export class ServerManager {
     return found;
   }
 
-  /** How a client gets into a recorded server: its generated password, else the user's OPENCODE_SERVER_PASSWORD. */
   credentialsOf(info: ServerInfo): ServerCredentials | undefined {
-    if (info.auth?.source === "generated")
-      return { username: info.auth.username, password: info.auth.password };
-    const { password, username } = serverAuthFromEnv(this.env);
-    return password ? { username: username ?? "opencode", password } : undefined;
+    return recordedCredentials(info, this.env);
   }
 
   private wrap(info: ServerInfo): ProjectServer {
