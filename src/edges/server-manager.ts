@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { closeSync, fchmodSync, openSync, writeSync } from "node:fs";
 import { appendFile, chmod, mkdir, readFile, rename, rm, stat } from "node:fs/promises";
@@ -172,6 +172,25 @@ function serverEnv(
   };
 }
 
+/** What became of a spawned child, filled in as it happens. */
+interface ChildFate {
+  /** `<message>` when it could not be run at all. */
+  error?: string;
+  /** `exited with code <n>` / `was killed by <signal>`. */
+  exit?: string;
+}
+
+function watchChild(child: ChildProcess): ChildFate {
+  const fate: ChildFate = {};
+  child.on("error", (error) => {
+    fate.error = error.message;
+  });
+  child.on("exit", (code, signal) => {
+    fate.exit = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+  });
+  return fate;
+}
+
 function urlOf(port: number): string {
   return `http://${HOSTNAME}:${port}`;
 }
@@ -273,10 +292,13 @@ export class ServerManager {
   /** A line in the server log (never a password): what was decided about the server, and why. */
   private async note(level: "info" | "warn", message: string): Promise<void> {
     this.config.log?.(level, message);
-    await this.ensureServerDir();
-    await appendFile(this.logPath, `=== opencode-teams ${new Date().toISOString()}: ${message} ===\n`, {
-      mode: 0o600,
-    }).catch(() => {});
+    await this.ensureServerDir()
+      .then(() =>
+        appendFile(this.logPath, `=== opencode-teams ${new Date().toISOString()}: ${message} ===\n`, {
+          mode: 0o600,
+        }),
+      )
+      .catch(() => {});
   }
 
   private async verify(info: ServerInfo): Promise<ListenerCheck> {
@@ -405,16 +427,19 @@ export class ServerManager {
       if (!inodes) continue;
       for (const pid of await socketOwners(inodes)) {
         if ((await checkListener(pid, HOSTNAME, port)) !== "ours") continue;
-        const env = await processEnvironment(pid);
-        if (
-          env?.[PROJECT_ROOT_ENV] === this.config.projectRoot &&
-          env[STORAGE_DIR_ENV] === this.config.paths.root
-        ) {
-          return { pid, port, env };
-        }
+        const env = await this.projectEnvironment(pid);
+        if (env) return { pid, port, env };
       }
     }
     return undefined;
+  }
+
+  /** The environment of a process started by us for this project (its markers match), else undefined. */
+  private async projectEnvironment(pid: number): Promise<Record<string, string> | undefined> {
+    const env = await processEnvironment(pid);
+    const ours =
+      env?.[PROJECT_ROOT_ENV] === this.config.projectRoot && env[STORAGE_DIR_ENV] === this.config.paths.root;
+    return ours ? env : undefined;
   }
 
   /**
@@ -513,7 +538,12 @@ export class ServerManager {
       async () => {
         const info = await this.readInfo();
         let target: { pid: number; port: number } | undefined;
-        if (info && (await checkListener(info.pid, HOSTNAME, info.port)) === "ours") target = info;
+        if (info) {
+          const check = await checkListener(info.pid, HOSTNAME, info.port);
+          // One that stopped listening (wedged, half shut down) is still ours to stop when it carries our markers.
+          const stale = check === "not-listening" && (await this.projectEnvironment(info.pid));
+          if (check === "ours" || stale) target = info;
+        }
         target ??= await this.findOrphan();
         if (!target) {
           if (info) await rm(this.infoPath, { force: true });
@@ -590,6 +620,35 @@ export class ServerManager {
     throw lastError ?? new ServerStartError("unknown failure");
   }
 
+  /** Poll a fresh server until it is healthy; what went wrong otherwise (the child is stopped on a timeout). */
+  private async awaitHealthy(
+    binary: string,
+    child: ChildProcess,
+    fate: ChildFate,
+    port: number,
+    credentials: ServerCredentials,
+  ): Promise<string | undefined> {
+    const url = urlOf(port);
+    const deadline = Date.now() + this.config.startTimeoutMs;
+    for (;;) {
+      if (fate.error) return `cannot run ${binary}: ${fate.error}`;
+      if (fate.exit) return `${binary} serve ${fate.exit} before it answered ${url}/global/health`;
+      // Our own child, but the port may be someone else's until our child holds it: check before sending the password.
+      if (
+        child.pid !== undefined &&
+        (await checkListener(child.pid, HOSTNAME, port)) === "ours" &&
+        (await probeHealth(url, credentials)) === "healthy"
+      ) {
+        return undefined;
+      }
+      if (Date.now() >= deadline) {
+        if (child.pid !== undefined) await terminateProcess(child.pid, 2_000);
+        return `${binary} serve did not answer ${url}/global/health within ${this.config.startTimeoutMs} ms`;
+      }
+      await Bun.sleep(100);
+    }
+  }
+
   private async startOn(
     binary: string,
     port: number,
@@ -616,10 +675,7 @@ export class ServerManager {
       [PROJECT_ROOT_ENV]: this.config.projectRoot,
       [STORAGE_DIR_ENV]: this.config.paths.root,
     };
-    let spawnError: Error | undefined;
-    let exitCode: number | null | undefined;
-    let exitSignal: NodeJS.Signals | null = null;
-    let child: ReturnType<typeof spawn>;
+    let child: ChildProcess;
     try {
       // Detached: the server is a session leader of its own and outlives the process that started it. The password
       // goes through its environment, never argv (which every user of the machine can read).
@@ -638,38 +694,10 @@ export class ServerManager {
       return failed(`cannot run ${binary}: ${error instanceof Error ? error.message : String(error)}`);
     }
     closeSync(fd);
-    child.on("error", (error) => {
-      spawnError = error;
-    });
-    child.on("exit", (code, signal) => {
-      exitCode = code;
-      exitSignal = signal;
-    });
+    const fate = watchChild(child);
     child.unref();
-
-    const deadline = Date.now() + this.config.startTimeoutMs;
-    for (;;) {
-      if (spawnError) return failed(`cannot run ${binary}: ${spawnError.message}`);
-      if (exitCode !== undefined) {
-        const how = exitSignal ? `was killed by ${exitSignal}` : `exited with code ${exitCode}`;
-        return failed(`${binary} serve ${how} before it answered ${url}/global/health`);
-      }
-      // Our own child, but the port may be someone else's until our child holds it: check before sending the password.
-      if (
-        child.pid !== undefined &&
-        (await checkListener(child.pid, HOSTNAME, port)) === "ours" &&
-        (await probeHealth(url, credentials)) === "healthy"
-      ) {
-        break;
-      }
-      if (Date.now() >= deadline) {
-        if (child.pid !== undefined) await terminateProcess(child.pid, 2_000);
-        return failed(
-          `${binary} serve did not answer ${url}/global/health within ${this.config.startTimeoutMs} ms`,
-        );
-      }
-      await Bun.sleep(100);
-    }
+    const problem = await this.awaitHealthy(binary, child, fate, port, credentials);
+    if (problem) return failed(problem);
     const pid = child.pid as number;
     startedHere.add(pid);
     const info: ServerInfo = {
