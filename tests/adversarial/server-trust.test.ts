@@ -5,7 +5,7 @@
  * (tests/helpers/fake-serve.ts): the behaviour under test is ours, not OpenCode's.
  */
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { PluginInput } from "@opencode-ai/plugin";
 import { createOpencodeClient } from "@opencode-ai/sdk";
@@ -125,6 +125,25 @@ describe("a server.json we did not write", () => {
     } finally {
       fake.server.stop(true);
     }
+  });
+});
+
+describe("the password's files", () => {
+  test("server.json and server.log 0600 in a 0700 dir, even where an older version left them open", async () => {
+    const { dir, paths } = kit.project("modes");
+    const serverDir = paths.serverDir(dir);
+    mkdirSync(serverDir, { recursive: true, mode: 0o755 });
+    chmodSync(serverDir, 0o755);
+    writeFileSync(paths.serverLog(dir), "an older log\n", { mode: 0o644 });
+    chmodSync(paths.serverLog(dir), 0o644);
+    const server = kit.track(await kit.manager(dir, paths).ensureRunning());
+    const mode = (file: string) => (statSync(file).mode & 0o777).toString(8);
+    expect(mode(serverDir)).toBe("700");
+    expect(mode(paths.serverInfo(dir))).toBe("600");
+    expect(mode(paths.serverLog(dir))).toBe("600");
+    const password = server.credentials?.password ?? "";
+    expect(password.length).toBeGreaterThanOrEqual(43);
+    expect(readFileSync(paths.serverLog(dir), "utf8")).not.toContain(password);
   });
 });
 
