@@ -153,8 +153,16 @@ async function logTail(file: string, fromByte: number): Promise<string> {
   }
 }
 
+/**
+ * Where the server's OPENCODE_SERVER_PASSWORD came from (`generated` or `environment`), in its own environment: a
+ * plugin inside the server sees a generated password there and must not take it for the user's, and a server whose
+ * record is lost tells whether its password may be written down again.
+ */
+const AUTH_SOURCE_ENV = "OPENCODE_TEAMS_SERVER_AUTH";
+
 function serverEnv(
   env: NodeJS.ProcessEnv,
+  auth: ServerAuth,
   credentials: ServerCredentials,
   markers: Record<string, string>,
 ): Record<string, string> {
@@ -167,6 +175,7 @@ function serverEnv(
   return {
     ...out,
     ...markers,
+    [AUTH_SOURCE_ENV]: auth.source,
     OPENCODE_SERVER_USERNAME: credentials.username,
     OPENCODE_SERVER_PASSWORD: credentials.password,
   };
@@ -326,7 +335,8 @@ export class ServerManager {
     }
     if (check !== "ours") return { kind: "absent", check };
     const credentials = this.credentialsOf(info);
-    if (!credentials) return { kind: "open", info };
+    // Protected by the user's password, which this process was not given: as good as a wrong one.
+    if (!credentials) return info.auth ? { kind: "unauthorized", info } : { kind: "open", info };
     const health = await probeHealthRepeatedly(urlOf(info.port), credentials, attempts, timeoutMs);
     if (health === "healthy") return { kind: "healthy", server: this.wrap(info) };
     if (health === "unauthorized") return { kind: "unauthorized", info };
@@ -453,7 +463,6 @@ export class ServerManager {
     const password = orphan.env.OPENCODE_SERVER_PASSWORD;
     const username = orphan.env.OPENCODE_SERVER_USERNAME || "opencode";
     if (password) {
-      const fromEnv = serverAuthFromEnv(this.env);
       const info: ServerInfo = {
         version: 1,
         projectPath: this.config.projectRoot,
@@ -463,8 +472,9 @@ export class ServerManager {
         startedAt: new Date().toISOString(),
         activeSessions: 0,
         logPath: this.logPath,
+        // The user's own password stays unwritten, as when the server was started.
         auth:
-          fromEnv.password === password
+          orphan.env[AUTH_SOURCE_ENV] === "environment"
             ? { source: "environment", username }
             : { source: "generated", username, password },
       };
@@ -578,7 +588,7 @@ export class ServerManager {
   /** The user's OPENCODE_SERVER_PASSWORD wins; otherwise a fresh random password for this server alone. */
   private newAuth(): { auth: ServerAuth; credentials: ServerCredentials } {
     const { password, username } = serverAuthFromEnv(this.env);
-    if (password) {
+    if (password && this.env[AUTH_SOURCE_ENV] !== "generated") {
       const user = username ?? "opencode";
       return { auth: { source: "environment", username: user }, credentials: { username: user, password } };
     }
@@ -684,7 +694,7 @@ export class ServerManager {
         ["serve", "--hostname", HOSTNAME, "--port", String(port), "--print-logs", "--log-level", "INFO"],
         {
           cwd: this.config.projectRoot,
-          env: serverEnv(this.env, credentials, markers),
+          env: serverEnv(this.env, auth, credentials, markers),
           stdio: ["ignore", fd, fd],
           detached: true,
         },

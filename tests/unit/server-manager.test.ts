@@ -221,4 +221,26 @@ describe("ensureRunning", () => {
     expect(server.info.pid).not.toBe(process.pid);
     expect(server.info.activeSessions).toBe(0);
   });
+
+  test("a server on the user's password is refused, not killed, where that password is not exported", async () => {
+    const { dir, paths } = project("user-pw");
+    const server = track(await manager(dir, paths, { OPENCODE_SERVER_PASSWORD: "mine" }).ensureRunning());
+    expect(ServerInfoSchema.parse(JSON.parse(readFileSync(paths.serverInfo(dir), "utf8"))).auth).toEqual({
+      source: "environment",
+      username: "opencode",
+    });
+    const error = await manager(dir, paths)
+      .ensureRunning()
+      .catch((e: unknown) => e);
+    expect((error as Error).message).toMatch(/refuses our credentials/);
+    expect(pidAlive(server.info.pid)).toBe(true);
+  });
+
+  test("inside our server, its generated password is not taken for the user's", async () => {
+    const { dir, paths } = project("nested-start");
+    const env = { OPENCODE_SERVER_PASSWORD: "inherited", OPENCODE_TEAMS_SERVER_AUTH: "generated" };
+    const server = track(await manager(dir, paths, env).ensureRunning());
+    expect(server.info.auth?.source).toBe("generated");
+    expect(server.credentials?.password).not.toBe("inherited");
+  });
 });
