@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { basicAuthHeaders } from "../src/edges/opencode-client.ts";
 import { processRunning, terminateProcess } from "../src/edges/process-info.ts";
-import { recordedCredentials } from "../src/edges/server-manager.ts";
+import { recordedCredentials } from "../src/edges/server-auth.ts";
 import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
 import { startLiveness } from "../src/operations/background.ts";
 import { parseOptions } from "../src/options.ts";

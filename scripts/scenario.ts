@@ -17,7 +17,7 @@ import { collectHistory, renderHistory } from "../src/cli/history.ts";
 import { collectStatus, renderStatus } from "../src/cli/status.ts";
 import { basicAuthHeaders } from "../src/edges/opencode-client.ts";
 import { processRunning, terminateProcess } from "../src/edges/process-info.ts";
-import { recordedCredentials } from "../src/edges/server-manager.ts";
+import { recordedCredentials } from "../src/edges/server-auth.ts";
 import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
 import { teamSessionName } from "../src/operations/agent-pane.ts";
 import type { TeamsContext } from "../src/operations/context.ts";

@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { closeSync, fchmodSync, openSync, writeSync } from "node:fs";
 import { appendFile, chmod, mkdir, readFile, rename, rm, stat } from "node:fs/promises";
 import net from "node:net";
@@ -11,8 +10,17 @@ import { type ServerAuth, type ServerInfo, ServerInfoSchema } from "../state/sch
 import { readJson } from "../state/store.ts";
 import type { OpencodeApi } from "./opencode-api.ts";
 import { resolveOpencodeBinary } from "./opencode-binary.ts";
-import { basicAuthHeaders, SdkOpencodeApi, serverAuthFromEnv } from "./opencode-client.ts";
+import { SdkOpencodeApi } from "./opencode-client.ts";
 import { processRunning, terminateProcess } from "./process-info.ts";
+import {
+  AUTH_SOURCE_ENV,
+  newServerAuth,
+  PROBE_TIMEOUT_MS,
+  probeHealth,
+  probeHealthRepeatedly,
+  recordedCredentials,
+  type ServerCredentials,
+} from "./server-auth.ts";
 import {
   checkListener,
   type ListenerCheck,
@@ -25,8 +33,6 @@ import {
 export const PORT_FIRST = 28_000;
 export const PORT_LAST = 28_999;
 const HOSTNAME = "127.0.0.1";
-/** A fresh server can leave an early request unanswered, so every probe has its own short timeout. */
-const PROBE_TIMEOUT_MS = 500;
 /** A server that is alive but slow gets long probes: a busy 2-core machine can take seconds to answer. */
 const UNRESPONSIVE_PROBE_MS = 2_000;
 const LOG_TAIL_LINES = 15;
@@ -83,66 +89,6 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-type Health = "healthy" | "unauthorized" | "unhealthy";
-
-/** Basic-auth credentials of a project server. */
-export interface ServerCredentials {
-  username: string;
-  password: string;
-}
-
-/** Bytes of randomness in a generated server password (base64url: 43 characters). */
-const PASSWORD_BYTES = 32;
-
-/**
- * How a client gets into a recorded server: its generated password, else the user's OPENCODE_SERVER_PASSWORD (an
- * `environment` record, or a record from before servers had passwords); undefined when neither exists.
- */
-export function recordedCredentials(
-  info: ServerInfo,
-  env: NodeJS.ProcessEnv = process.env,
-): ServerCredentials | undefined {
-  if (info.auth?.source === "generated")
-    return { username: info.auth.username, password: info.auth.password };
-  const { password, username } = serverAuthFromEnv(env);
-  return password ? { username: username ?? "opencode", password } : undefined;
-}
-
-/** Only ever called on a listener verified to be our server (checkListener): the password goes nowhere else. */
-async function probeHealth(
-  url: string,
-  credentials: ServerCredentials | undefined,
-  timeoutMs = PROBE_TIMEOUT_MS,
-): Promise<Health> {
-  try {
-    const response = await fetch(`${url}/global/health`, {
-      headers: basicAuthHeaders(credentials ?? {}),
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    if (response.status === 401 || response.status === 403) return "unauthorized";
-    if (!response.ok) return "unhealthy";
-    const body = (await response.json()) as { healthy?: unknown };
-    return body.healthy === true ? "healthy" : "unhealthy";
-  } catch {
-    return "unhealthy";
-  }
-}
-
-async function probeHealthRepeatedly(
-  url: string,
-  credentials: ServerCredentials | undefined,
-  attempts: number,
-  timeoutMs = PROBE_TIMEOUT_MS,
-): Promise<Health> {
-  let last: Health = "unhealthy";
-  for (let i = 0; i < attempts; i++) {
-    last = await probeHealth(url, credentials, timeoutMs);
-    if (last !== "unhealthy") return last;
-    if (i + 1 < attempts) await Bun.sleep(150);
-  }
-  return last;
-}
-
 async function logTail(file: string, fromByte: number): Promise<string> {
   try {
     const text = (await readFile(file)).subarray(fromByte).toString("utf8");
@@ -152,13 +98,6 @@ async function logTail(file: string, fromByte: number): Promise<string> {
     return "";
   }
 }
-
-/**
- * Where the server's OPENCODE_SERVER_PASSWORD came from (`generated` or `environment`), in its own environment: a
- * plugin inside the server sees a generated password there and must not take it for the user's, and a server whose
- * record is lost tells whether its password may be written down again.
- */
-const AUTH_SOURCE_ENV = "OPENCODE_TEAMS_SERVER_AUTH";
 
 function serverEnv(
   env: NodeJS.ProcessEnv,
@@ -585,20 +524,6 @@ export class ServerManager {
     }
   }
 
-  /** The user's OPENCODE_SERVER_PASSWORD wins; otherwise a fresh random password for this server alone. */
-  private newAuth(): { auth: ServerAuth; credentials: ServerCredentials } {
-    const { password, username } = serverAuthFromEnv(this.env);
-    if (password && this.env[AUTH_SOURCE_ENV] !== "generated") {
-      const user = username ?? "opencode";
-      return { auth: { source: "environment", username: user }, credentials: { username: user, password } };
-    }
-    const generated = randomBytes(PASSWORD_BYTES).toString("base64url");
-    return {
-      auth: { source: "generated", username: "opencode", password: generated },
-      credentials: { username: "opencode", password: generated },
-    };
-  }
-
   private async start(): Promise<ProjectServer> {
     await this.ensureServerDir();
     await this.rotateLog();
@@ -678,7 +603,7 @@ export class ServerManager {
       return { kind: "failed" as const, error: new ServerStartError(details), portTaken };
     };
 
-    const { auth, credentials } = this.newAuth();
+    const { auth, credentials } = newServerAuth(this.env);
     // Every plugin instance inside the server (one per directory) resolves the leader's root and storage from these,
     // and they mark the process as this project's server should its record be lost.
     const markers = {

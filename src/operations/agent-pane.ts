@@ -1,6 +1,6 @@
 import path from "node:path";
 import { childPids, processCommandLine, terminateProcess, waitForExit } from "../edges/process-info.ts";
-import type { ServerCredentials } from "../edges/server-manager.ts";
+import type { ServerCredentials } from "../edges/server-auth.ts";
 import { withFileLock } from "../state/lock.ts";
 import type { AgentRole, TmuxPlacement } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";

@@ -19,7 +19,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { basicAuthHeaders } from "../../src/edges/opencode-client.ts";
 import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
-import { recordedCredentials } from "../../src/edges/server-manager.ts";
+import { recordedCredentials } from "../../src/edges/server-auth.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import { killAgent } from "../../src/operations/kill.ts";
