@@ -120,6 +120,23 @@ function serverEnv(
   };
 }
 
+/**
+ * The environment without what serverEnv added, for programs the plugin starts from inside our server that outlive
+ * it or serve the user (a tmux server started here would hand the password and the leader's root to every shell the
+ * user opens in it). Unchanged outside our server.
+ */
+export function outsideServerEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const source = env[AUTH_SOURCE_ENV];
+  if (!source) return env;
+  const out = { ...env };
+  for (const key of [AUTH_SOURCE_ENV, PROJECT_ROOT_ENV, STORAGE_DIR_ENV]) delete out[key];
+  if (source === "generated") {
+    delete out.OPENCODE_SERVER_PASSWORD;
+    delete out.OPENCODE_SERVER_USERNAME;
+  }
+  return out;
+}
+
 /** What became of a spawned child, filled in as it happens. */
 interface ChildFate {
   /** `<message>` when it could not be run at all. */

@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { processEnvironment } from "../../src/edges/server-identity.ts";
-import { ServerManager } from "../../src/edges/server-manager.ts";
+import { outsideServerEnv, ServerManager } from "../../src/edges/server-manager.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import { spawnAgent } from "../../src/operations/spawn.ts";
 import { createTeam } from "../../src/operations/team.ts";
@@ -54,6 +54,29 @@ describe("the server carries the leader's project root and storage", () => {
     expect(resolveStorageRoot(root, inServer)).toBe(`${leader}/.opencode/opencode-teams`);
     // The leader's own OpenCode has neither variable: it resolves as before.
     expect(resolveProjectRoot(input, () => false, {})).toBe("/work/project/vendor/lib");
+  });
+});
+
+describe("nothing the plugin starts from inside the server inherits the server's markers", () => {
+  test("tmux (which may outlive the server and serve the user's shells) gets an environment without them", () => {
+    const inServer = {
+      PATH: "/bin",
+      OPENCODE_TEAMS_SERVER_AUTH: "generated",
+      OPENCODE_SERVER_PASSWORD: "generated-secret",
+      OPENCODE_SERVER_USERNAME: "opencode",
+      OPENCODE_TEAMS_PROJECT_ROOT: "/work/project",
+      OPENCODE_TEAMS_DIR: "/work/project/.opencode/opencode-teams",
+    };
+    expect(outsideServerEnv(inServer)).toEqual({ PATH: "/bin" });
+    // The user's own password stays theirs; outside our server nothing changes.
+    const userPassword = { ...inServer, OPENCODE_TEAMS_SERVER_AUTH: "environment" };
+    expect(outsideServerEnv(userPassword)).toEqual({
+      PATH: "/bin",
+      OPENCODE_SERVER_PASSWORD: "generated-secret",
+      OPENCODE_SERVER_USERNAME: "opencode",
+    });
+    const leader = { PATH: "/bin", OPENCODE_TEAMS_DIR: "/mine", OPENCODE_SERVER_PASSWORD: "mine" };
+    expect(outsideServerEnv(leader)).toEqual(leader);
   });
 });
 
