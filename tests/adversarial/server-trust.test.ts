@@ -67,6 +67,20 @@ function record(dir: string, info: Partial<ServerInfo>): ServerInfo {
   };
 }
 
+async function waitForListener(port: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (
+      await fetch(`http://127.0.0.1:${port}/`).then(
+        () => true,
+        () => false,
+      )
+    )
+      return;
+    await Bun.sleep(50);
+  }
+  throw new Error(`nothing listens on ${port}`);
+}
+
 function readInfo(file: string): ServerInfo {
   return ServerInfoSchema.parse(JSON.parse(readFileSync(file, "utf8")));
 }
@@ -163,6 +177,47 @@ describe("a lost or damaged server.json", () => {
       expect(readInfo(paths.serverInfo(dir))).toMatchObject({ pid: first.info.pid, auth: { password } });
     });
   }
+});
+
+describe("a lost record whose password cannot be recovered", () => {
+  test("our orphan, verified by its socket, command line and markers, is stopped; one fresh server runs", async () => {
+    const { dir, paths } = kit.project("orphan-nopw");
+    mkdirSync(dir, { recursive: true });
+    const port = preferredPort(dir);
+    // Ours (the markers of this project) but without its password in its environment.
+    const orphan = Bun.spawn([kit.fakeBin, "serve", "--hostname", "127.0.0.1", "--port", String(port)], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        OPENCODE_TEAMS_PROJECT_ROOT: dir,
+        OPENCODE_TEAMS_DIR: paths.root,
+      },
+      stdio: ["ignore", "ignore", "ignore"],
+    });
+    others.push(orphan.pid);
+    await waitForListener(port);
+    const server = kit.track(await kit.manager(dir, paths).ensureRunning());
+    expect(processRunning(orphan.pid)).toBe(false);
+    expect(server.info.pid).not.toBe(orphan.pid);
+    expect(server.credentials?.password).toBeDefined();
+    expect(readFileSync(paths.serverLog(dir), "utf8")).toContain(
+      `our server pid ${orphan.pid} lost its record and its password cannot be recovered`,
+    );
+  });
+
+  test("a server the user started by hand on the project's port (no markers) is never touched", async () => {
+    const { dir, paths } = kit.project("users-own");
+    mkdirSync(dir, { recursive: true });
+    const port = preferredPort(dir);
+    const users = Bun.spawn([kit.fakeBin, "serve", "--hostname", "127.0.0.1", "--port", String(port)], {
+      env: { PATH: process.env.PATH ?? "" },
+      stdio: ["ignore", "ignore", "ignore"],
+    });
+    others.push(users.pid);
+    await waitForListener(port);
+    const server = kit.track(await kit.manager(dir, paths).ensureRunning());
+    expect(processRunning(users.pid)).toBe(true);
+    expect(server.info.port).not.toBe(port);
+  });
 });
 
 describe("a slow server is not killed", () => {
