@@ -4,7 +4,7 @@ import type { Hooks, PluginInput } from "@opencode-ai/plugin";
 import { systemClock } from "./clock.ts";
 import type { OpencodeApi } from "./edges/opencode-api.ts";
 import { SdkOpencodeApi } from "./edges/opencode-client.ts";
-import { ServerManager } from "./edges/server-manager.ts";
+import { outsideServerEnv, ServerManager } from "./edges/server-manager.ts";
 import { TmuxCli } from "./edges/tmux.ts";
 import { type LivenessHandle, startLiveness } from "./operations/background.ts";
 import type { Logger, TeamsContext } from "./operations/context.ts";
@@ -58,6 +58,7 @@ export function buildContext(input: {
     paths: store.paths,
     startTimeoutMs: input.options.serverStartTimeoutMs,
     opencodeBin: input.options.opencodeBin,
+    log: input.log,
   });
   return {
     projectRoot: input.projectRoot,
@@ -68,9 +69,10 @@ export function buildContext(input: {
     edges: {
       projectServer: async () => (await servers.current())?.api,
       ensureProjectServer: () => servers.ensureRunning(),
+      serverControl: servers,
       opencodeBinary: () => servers.opencodeBinary(),
       localServer: input.localServer,
-      tmux: new TmuxCli(),
+      tmux: new TmuxCli("tmux", outsideServerEnv(process.env)),
     },
   };
 }

@@ -9,6 +9,7 @@ import { painter } from "./format.ts";
 import { collectHistory, renderHistory } from "./history.ts";
 import { nextSteps, renderInit, runInit } from "./init.ts";
 import { findProjectRoot } from "./project.ts";
+import { runServerCommand } from "./server.ts";
 import { collectStatus, renderStatus } from "./status.ts";
 
 const USAGE = `opencode-teams: see and check your agent teams
@@ -19,6 +20,7 @@ usage:
   opencode-teams history <team> [--json]           agent runs: spawned, completed, interrupted, resumed...
   opencode-teams doctor [--json]                   check tmux, opencode, the plugin, the server and the storage dir
   opencode-teams init [--global] [--undo]          add the plugin to opencode.json (or ~/.config/opencode), then doctor
+  opencode-teams server status|stop [--json]       the project's OpenCode server: is it ours and healthy; stop it
 
 options:
   --dir <path>   project directory (default: the git worktree around the current directory)
@@ -102,6 +104,11 @@ async function main(argv: string[]): Promise<number> {
       const report = await runDoctor(ctx);
       print(values.json ? JSON.stringify(report, null, 2) : renderDoctor(report, paint));
       return report.ok ? 0 : 1;
+    }
+    case "server": {
+      const result = await runServerCommand(ctx, team);
+      print(values.json ? JSON.stringify(result.output, null, 2) : result.text);
+      return result.code;
     }
     default:
       process.stderr.write(`unknown command '${command}'\n\n${USAGE}\n`);
