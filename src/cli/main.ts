@@ -10,6 +10,7 @@ import { painter } from "./format.ts";
 import { collectHistory, renderHistory } from "./history.ts";
 import { nextSteps, renderInit, runInit } from "./init.ts";
 import { findProjectRoot } from "./project.ts";
+import { runServerCommand } from "./server.ts";
 import { collectStatus, renderStatus } from "./status.ts";
 
 const USAGE = `opencode-teams: see and check your agent teams
@@ -20,6 +21,7 @@ usage:
   opencode-teams history <team> [--json]           agent runs: spawned, completed, interrupted, resumed...
   opencode-teams doctor [--json]                   check tmux, opencode, the plugin, the server and the storage dir
   opencode-teams init [--global] [--undo]          add the plugin to opencode.json (or ~/.config/opencode), then doctor
+  opencode-teams server status|stop [--json]       the project's OpenCode server: is it ours and healthy; stop it
 ${ANSWER_USAGE}
 
 options:
@@ -110,6 +112,11 @@ async function main(argv: string[]): Promise<number> {
     case "approve":
     case "deny":
       return runAnswer(ctx, command, positionals.slice(1), values, print);
+    case "server": {
+      const result = await runServerCommand(ctx, team);
+      print(values.json ? JSON.stringify(result.output, null, 2) : result.text);
+      return result.code;
+    }
     default:
       process.stderr.write(`unknown command '${command}'\n\n${USAGE}\n`);
       return 2;

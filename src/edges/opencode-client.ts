@@ -26,9 +26,15 @@ export function serverAuthFromEnv(env: NodeJS.ProcessEnv = process.env): {
   return password ? { password, username: env.OPENCODE_SERVER_USERNAME || "opencode" } : {};
 }
 
-function authHeaders(options: OpencodeClientOptions): Record<string, string> {
-  if (!options.password) return {};
-  const token = Buffer.from(`${options.username ?? "opencode"}:${options.password}`).toString("base64");
+/** The basic-auth header for a protected server (user "opencode" unless named); none without a password. */
+export function basicAuthHeaders(credentials: {
+  password?: string;
+  username?: string;
+}): Record<string, string> {
+  if (!credentials.password) return {};
+  const token = Buffer.from(`${credentials.username ?? "opencode"}:${credentials.password}`).toString(
+    "base64",
+  );
   return { Authorization: `Basic ${token}` };
 }
 
@@ -54,7 +60,7 @@ export class SdkOpencodeApi implements OpencodeApi {
     this.timeoutMs = options.requestTimeoutMs ?? 10_000;
     this.client =
       client ??
-      createOpencodeClient({ baseUrl, directory: options.directory, headers: authHeaders(options) });
+      createOpencodeClient({ baseUrl, directory: options.directory, headers: basicAuthHeaders(options) });
   }
 
   private signal(timeoutMs = this.timeoutMs): AbortSignal {
@@ -75,7 +81,7 @@ export class SdkOpencodeApi implements OpencodeApi {
   async healthy(timeoutMs = 500): Promise<boolean> {
     try {
       const response = await fetch(new URL("/global/health", this.baseUrl), {
-        headers: authHeaders(this.options),
+        headers: basicAuthHeaders(this.options),
         signal: this.signal(timeoutMs),
       });
       if (!response.ok) return false;
@@ -190,7 +196,7 @@ export class SdkOpencodeApi implements OpencodeApi {
     try {
       response = await fetch(url, {
         method: "POST",
-        headers: { "Content-Type": "application/json", ...authHeaders(this.options) },
+        headers: { "Content-Type": "application/json", ...basicAuthHeaders(this.options) },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: this.signal(),
       });
@@ -227,7 +233,7 @@ export class SdkOpencodeApi implements OpencodeApi {
     let response: Response;
     try {
       response = await fetch(url, {
-        headers: { Accept: "text/event-stream", ...authHeaders(this.options) },
+        headers: { Accept: "text/event-stream", ...basicAuthHeaders(this.options) },
         signal,
       });
     } catch (error) {

@@ -205,7 +205,7 @@ export async function finishAgent(
     [agent.agentId],
     `agent ${agent.name} ended: ${how.reason}`,
   );
-  await releaseColor(ctx, agent.agentId);
+  warnings.push(...(await releaseColor(ctx, agent.agentId)));
   await recountActiveSessions(ctx).catch((error: unknown) => {
     warnings.push(`Could not update activeSessions: ${message(error)}`);
   });

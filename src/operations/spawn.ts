@@ -402,6 +402,7 @@ export async function launchAgent(
           sessionId,
           cwd: spec.cwd,
           serverUrl: server.url,
+          credentials: server.credentials,
         });
       } catch (error) {
         throw new StepFailure(`Failed to create tmux pane: ${message(error)}`);

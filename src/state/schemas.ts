@@ -262,6 +262,17 @@ export const AgentHistorySchema = z.object({
 });
 export type AgentHistory = z.infer<typeof AgentHistorySchema>;
 
+/**
+ * The credentials the project server was started with: a password generated for it (kept only here, in a 0600 file),
+ * or the user's own OPENCODE_SERVER_PASSWORD, which is never written down and is read from the environment again.
+ * Absent in files written before servers had a password.
+ */
+export const ServerAuthSchema = z.discriminatedUnion("source", [
+  z.object({ source: z.literal("generated"), username: z.string().min(1), password: z.string().min(1) }),
+  z.object({ source: z.literal("environment"), username: z.string().min(1) }),
+]);
+export type ServerAuth = z.infer<typeof ServerAuthSchema>;
+
 export const ServerInfoSchema = z.object({
   version,
   projectPath: z.string(),
@@ -271,6 +282,7 @@ export const ServerInfoSchema = z.object({
   startedAt: isoDate,
   activeSessions: z.number().int().min(0),
   logPath: z.string(),
+  auth: ServerAuthSchema.optional(),
 });
 export type ServerInfo = z.infer<typeof ServerInfoSchema>;
 

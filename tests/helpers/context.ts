@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { ManualClock } from "../../src/clock.ts";
+import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
 import { paneTiming } from "../../src/operations/agent-pane.ts";
 import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
@@ -22,6 +23,8 @@ export interface TestContext extends TeamsContext {
   tmux: FakeTmux;
   /** When set, ensureProjectServer() fails with `Failed to start OpenCode server: <this>`. */
   serverStartFailure: string | undefined;
+  /** The credentials ensureProjectServer() hands out (ProjectServer.credentials). */
+  serverCredentials: ServerCredentials | undefined;
   /** How many times ensureProjectServer() was called. */
   serverEnsureCalls: number;
   logs: { level: LogLevel; message: string }[];
@@ -59,6 +62,7 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
     tmux,
     projectServerUp: true,
     serverStartFailure: undefined,
+    serverCredentials: undefined,
     serverEnsureCalls: 0,
     edges: {
       projectServer: async () => (ctx.projectServerUp ? server : undefined),
@@ -80,6 +84,7 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
             activeSessions: 0,
             logPath: store.paths.serverLog(projectRoot),
           },
+          ...(ctx.serverCredentials ? { credentials: ctx.serverCredentials } : {}),
         };
       },
       opencodeBinary: () => "opencode",
