@@ -9,6 +9,7 @@ import { benchConcurrent } from "./fig-concurrent.ts";
 import { benchDetectDefault } from "./fig-detect.ts";
 import { benchHeartbeat } from "./fig-heartbeat.ts";
 import { benchMonitor } from "./fig-monitor.ts";
+import { benchPermissionNotice } from "./fig-permission.ts";
 import { benchReal } from "./fig-real.ts";
 import { benchStatus } from "./fig-status.ts";
 import { benchSweep } from "./fig-sweep.ts";
@@ -28,6 +29,7 @@ const GROUPS: { id: string; run: (quick: boolean) => Promise<Figure[]> }[] = [
   // 6 and 7b share one real server.
   { id: "6", run: benchReal },
   { id: "7", run: benchDetectDefault },
+  { id: "8", run: benchPermissionNotice },
 ];
 
 function parseArgs(argv: readonly string[]): { quick: boolean; only: Set<string> | undefined } {
