@@ -18,8 +18,8 @@ function random(seed: number): () => number {
 /**
  * 7a. A killed agent with the default timings, on an injected clock: the real sweep runs every 15 s and the real pane
  * watch every 1 s of simulated time (random phases) against real tmux on a private socket, where the agent's pane and
- * the process in it are killed 0-30 s after its last heartbeat (another session keeps that tmux server up). Measured: simulated time from the kill until a sweep
- * declared it inactive, plus the real time that last watch and sweep took.
+ * the process in it are killed 0-30 s after its last heartbeat (another session keeps that tmux server up). Measured:
+ * simulated time from the kill until a sweep declared it inactive, plus the real time that last watch and sweep took.
  */
 export async function benchDetectDefault(quick: boolean): Promise<Figure[]> {
   const runs = quick ? 5 : 20;
