@@ -238,12 +238,18 @@ export class StaleSweeper {
   ): Promise<void> {
     const { ctx } = this;
     const read = await ctx.store.readTeam(teamName);
-    if (read.kind !== "ok") return;
+    if (read.kind !== "ok") {
+      // Nothing to do for its agents until the team can be read; the pane watch need not ask again every tick.
+      for (const agentId of await ctx.store.listAgentIds(teamName)) this.seen.add(`${teamName}/${agentId}`);
+      return;
+    }
     const team = read.value;
     report.teams++;
     const now = ctx.clock.now();
     const threshold = ctx.options.staleThresholdMs;
     const ids = await ctx.store.listAgentIds(teamName);
+    // Every listed agent is looked at by this sweep (read, or skipped as known), damaged files included.
+    for (const agentId of ids) this.seen.add(`${teamName}/${agentId}`);
     const paneGone = await this.panesGone(teamName, ids, livePanes);
     for (const agentId of paneGone) this.skipUntil.delete(`${teamName}/${agentId}`);
     const due: string[] = [];
@@ -266,7 +272,6 @@ export class StaleSweeper {
       if (result.kind !== "ok") continue;
       const view = result.value;
       const key = `${teamName}/${view.state.agentId}`;
-      this.seen.add(key);
       this.awaitingPane.delete(key);
       if (!isSweptMember(team, view.state)) {
         this.panes.delete(key);

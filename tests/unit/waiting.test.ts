@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
+import { writeFile } from "node:fs/promises";
 import type { Event } from "@opencode-ai/sdk";
 import { v4 as uuidv4 } from "uuid";
 import { classifyEvent, EventMonitor } from "../../src/operations/monitor.ts";
@@ -299,5 +300,18 @@ describe("pane watch", () => {
     expect(await sweeper.needsSweep()).toBe(true);
     const report = await sweeper.sweep();
     expect(report.inactive.map((dead) => dead.cause)).toEqual(["pane_gone"]);
+  });
+
+  test("agents the sweep cannot judge (damaged file, unreadable team) do not make the watch sweep every second", async () => {
+    await setUp();
+    const sweeper = new StaleSweeper(ctx);
+    const agent = await worker();
+    await writeFile(ctx.store.paths.agentState("alpha", agent.agentId), "{ damaged");
+    await sweeper.sweep();
+    expect(await sweeper.needsSweep()).toBe(false);
+    await worker();
+    await writeFile(ctx.store.paths.teamConfig("alpha"), "{ damaged");
+    await sweeper.sweep();
+    expect(await sweeper.needsSweep()).toBe(false);
   });
 });
