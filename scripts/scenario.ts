@@ -1,5 +1,5 @@
 /**
- * The scenario the product exists for (issue 6), in one place for `npm run demo` and tests/e2e/scenario.test.ts, so
+ * The scenario the product exists for (see README, "Two commands"), in one place for `npm run demo` and tests/e2e/scenario.test.ts, so
  * the demo cannot drift from what the test checks.
  *
  * A leader creates a team and two tasks and spawns two workers into real tmux panes (`opencode attach`); each worker

@@ -39,7 +39,7 @@ const LOG_TAIL_LINES = 15;
 const LOG_ROTATE_BYTES = 5 * 1024 * 1024;
 const START_ATTEMPTS = 3;
 
-/** `Failed to start OpenCode server: <details>`, the seed's wording; details end with the server log's last lines. */
+/** `Failed to start OpenCode server: <details>` (specs/spawn-agent.md); details end with the server log's last lines. */
 export class ServerStartError extends Error {
   override name = "ServerStartError";
   constructor(details: string) {

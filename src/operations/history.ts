@@ -10,7 +10,7 @@ import { readJson, updateJson } from "../state/store.ts";
 import type { TeamsContext } from "./context.ts";
 
 /**
- * The team's agent history (seed 004): every run of an agent, how it ended and what resumed it. Entries are written
+ * The team's agent history (specs/agent-history.md): every run of an agent, how it ended and what resumed it. Entries are written
  * by the lifecycle (spawn, completion, sweep, kill, resume), never by hand.
  */
 
@@ -23,7 +23,7 @@ function describeTask(prompt: string): string {
     : oneLine;
 }
 
-/** Seed rule: drop the oldest completed/failed entry first, then the oldest interrupted entry that was resumed; never a spawned one. */
+/** specs/agent-history.md: drop the oldest completed/failed entry first, then the oldest interrupted entry that was resumed; never a spawned one. */
 export function enforceMaxEntries(entries: HistoryEntry[], maxEntries: number): HistoryEntry[] {
   const kept = [...entries];
   while (kept.length > maxEntries) {
@@ -51,7 +51,7 @@ function historyStatusOf(agent: AgentState): HistoryStatus {
   return "spawned";
 }
 
-/** The seed's recovery: rebuild a damaged history from what the agent files still say. */
+/** Recovery: rebuild a damaged history from what the agent files still say. */
 export async function rebuildFromAgents(ctx: TeamsContext, teamName: string): Promise<HistoryEntry[]> {
   const { items } = await ctx.store.listAgentViews(teamName);
   const agents = items.map((view) => view.state).filter((agent) => agent.role !== "leader");

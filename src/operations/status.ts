@@ -15,7 +15,7 @@ export interface GetAgentStatusInput {
   includeTerminated: boolean;
 }
 
-/** Seed 000's AgentStatusResponse. */
+/** AgentStatusResponse as specs/get-agent-status.md lists it. */
 export interface AgentStatusResponse {
   agentId: string;
   name: string;
@@ -185,7 +185,7 @@ async function serverStatus(ctx: TeamsContext, warnings: string[]): Promise<Serv
   };
 }
 
-/** get-agent-status (seed 000): read-only, any team member. */
+/** get-agent-status (specs/get-agent-status.md): read-only, any team member. */
 export async function getAgentStatus(
   ctx: TeamsContext,
   input: GetAgentStatusInput,

@@ -123,7 +123,7 @@ function lastSignOfLife(view: Pick<AgentView, "state" | "heartbeat">): number {
 }
 
 /**
- * The stale sweep (seed 001). Any number of processes may run it: every decision is re-checked under the agent's
+ * The stale sweep (specs/heartbeat.md). Any number of processes may run it: every decision is re-checked under the agent's
  * lock, and a miss is counted at most once per sweep interval whichever process counts it (`lastMissAt`).
  */
 export class StaleSweeper {

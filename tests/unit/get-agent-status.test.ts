@@ -54,7 +54,7 @@ const SEED_KEYS = [
 ];
 
 describe("get-agent-status", () => {
-  test("each agent carries seed 000's fields and nothing else", async () => {
+  test("each agent carries the spec's fields and nothing else", async () => {
     await addAgent(ctx, "alpha", {
       paneId: "%4",
       lastError: "APIError: rate limited",
@@ -87,7 +87,7 @@ describe("get-agent-status", () => {
     expect(view).toMatchObject({ heartbeatAge: 60, heartbeatHealthy: false });
   });
 
-  test("summary counts as the seed's table; terminated hidden unless asked for", async () => {
+  test("summary counts as the spec's table; terminated hidden unless asked for", async () => {
     await addAgent(ctx, "alpha", { name: "a1", status: "active" });
     await addAgent(ctx, "alpha", { name: "i1", status: "idle" });
     await addAgent(ctx, "alpha", { name: "x1", status: "inactive" });

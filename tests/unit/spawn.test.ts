@@ -246,7 +246,7 @@ describe("spawn-agent: the flow", () => {
   });
 });
 
-describe("spawn-agent: the seed's error table", () => {
+describe("spawn-agent: the spec's error table", () => {
   test("caller is not the leader: a stranger, and a worker of the team", async () => {
     expect((await spawn({}, "ses_stranger")).error).toBe("Only the team leader can spawn agents");
     const worker = await addAgent(ctx, "alpha", { sessionId: "ses_worker" });
