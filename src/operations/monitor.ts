@@ -481,6 +481,9 @@ export class EventMonitor {
         next = { ...next, consecutiveMisses: 0, lastMissAt: undefined };
       const waitingFor = this.nextWaiting(agent, signal, nowIso);
       if (waitingFor !== undefined) next = { ...next, waitingFor };
+      const announce =
+        signal.kind === "waiting" && waitingFor && agent.announcedRequestId !== signal.request.requestId;
+      if (announce) next = { ...next, announcedRequestId: signal.request.requestId };
       if (signal.kind === "error") {
         const description = describeError(signal.name, signal.message);
         const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
@@ -509,7 +512,7 @@ export class EventMonitor {
         await store.writeAgent(next);
       }
       track(next);
-      if (signal.kind === "waiting" && waitingFor) return { asked: { agent: next, request: signal.request } };
+      if (announce) return { asked: { agent: next, request: signal.request } };
       return undefined;
     });
   }

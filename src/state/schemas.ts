@@ -148,6 +148,11 @@ export const AgentStateSchema = z.object({
   tags: z.array(z.string()).default([]),
   /** The request the agent waits on; null (or absent in older records) when it waits on nothing. */
   waitingFor: WaitingForSchema.nullable().optional(),
+  /**
+   * The last request the leader was told of. Kept when waitingFor clears: a process whose event stream lags behind
+   * can clear and set the same request again (a late idle, then the request), and the leader must hear of it once.
+   */
+  announcedRequestId: z.string().optional(),
 });
 export type AgentState = z.infer<typeof AgentStateSchema>;
 

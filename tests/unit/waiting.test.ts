@@ -143,6 +143,20 @@ describe("permission events", () => {
     expect(await notices()).toHaveLength(2);
   });
 
+  test("a second process whose stream lags (a late idle, then the same request) does not tell the leader twice", async () => {
+    await setUp();
+    const agent = await worker();
+    const idle = { type: "session.idle", properties: { sessionID: agent.sessionId } } as Event;
+    const ahead = new EventMonitor(ctx);
+    const behind = new EventMonitor(ctx);
+    await feed(ahead, idle, asked(agent.sessionId));
+    await feed(behind, idle);
+    expect((await agentOnDisk(ctx, agent)).waitingFor).toBeNull();
+    await feed(behind, asked(agent.sessionId));
+    expect((await agentOnDisk(ctx, agent)).waitingFor?.requestId).toBe("per_1");
+    expect(await notices()).toHaveLength(1);
+  });
+
   test("an idle session waits on nothing, whatever reply the stream lost", async () => {
     await setUp();
     const agent = await worker();
