@@ -22,6 +22,12 @@ export interface PendingRequestRef {
   directory: string;
 }
 
+/** A request pending on the server, as `GET /permission` / `GET /question` list it (the fields of its asked event). */
+export interface PendingRequest {
+  kind: "permission" | "question";
+  properties: Record<string, unknown>;
+}
+
 /**
  * The slice of an OpenCode server the plugin uses. The real one wraps @opencode-ai/sdk (see opencode-client.ts);
  * unit tests pass fakes. Every method resolves or rejects with an Error that says what failed; none hang forever.
@@ -47,6 +53,8 @@ export interface OpencodeApi {
     options?: { model?: ModelRef; noReply?: boolean },
   ): Promise<void>;
   messageCount(sessionId: string): Promise<number>;
+  /** The permission requests and questions pending in these directories (a stream gap loses their events). */
+  pendingRequests(directories: readonly string[]): Promise<PendingRequest[]>;
   /** Answer a pending permission request (`POST /session/{id}/permissions/{requestId}`). */
   answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void>;
   /** Answer a pending question with `answer`, or reject it when `answer` is undefined. */

@@ -2,6 +2,7 @@ import { createOpencodeClient, type Event, type OpencodeClient } from "@opencode
 import type {
   ModelRef,
   OpencodeApi,
+  PendingRequest,
   PendingRequestRef,
   SessionActivity,
   SessionUsage,
@@ -171,6 +172,34 @@ export class SdkOpencodeApi implements OpencodeApi {
 
   async messageCount(sessionId: string): Promise<number> {
     return (await this.messages(sessionId)).length;
+  }
+
+  async pendingRequests(directories: readonly string[]): Promise<PendingRequest[]> {
+    const lists = await Promise.all(
+      [...new Set(directories)].flatMap((directory) =>
+        (["permission", "question"] as const).map(async (kind) => {
+          const items = await this.get(`/${kind}`, directory);
+          return (Array.isArray(items) ? items : [])
+            .filter((item): item is Record<string, unknown> => item !== null && typeof item === "object")
+            .map((properties) => ({ kind, properties }));
+        }),
+      ),
+    );
+    return lists.flat();
+  }
+
+  /** A GET the 1.x SDK has no method for; the server scopes requests by `directory`. */
+  private async get(route: string, directory: string): Promise<unknown> {
+    const url = new URL(route, this.baseUrl);
+    url.searchParams.set("directory", directory);
+    let response: Response;
+    try {
+      response = await fetch(url, { headers: basicAuthHeaders(this.options), signal: this.signal() });
+    } catch (error) {
+      throw new Error(`GET ${route} failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (!response.ok) throw new Error(`GET ${route} failed (HTTP ${response.status})`);
+    return response.json();
   }
 
   async answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void> {

@@ -32,6 +32,9 @@ export class UnavailableOpencodeApi implements OpencodeApi {
   async messageCount(): Promise<never> {
     this.refuse();
   }
+  async pendingRequests(): Promise<never> {
+    this.refuse();
+  }
   async answerPermission(): Promise<never> {
     this.refuse();
   }

@@ -314,6 +314,32 @@ export class EventMonitor {
         }
       }
     }
+    await this.reconcileWaiting(server, live);
+  }
+
+  /** Requests asked or answered during a gap in the stream: the server's pending lists say which are open now. */
+  private async reconcileWaiting(server: OpencodeApi, live: readonly AgentState[]): Promise<void> {
+    const pending = await server
+      .pendingRequests([...new Set(live.map((state) => state.cwd))])
+      .catch(() => undefined);
+    // A server without these lists (or one that did not answer) leaves waitingFor to the events and to idle.
+    if (!pending) return;
+    const open = new Map<string, Signal>();
+    for (const item of pending) {
+      const signal =
+        item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
+      if (signal) open.set(signal.sessionId, signal);
+    }
+    for (const state of live) {
+      const signal = open.get(state.sessionId);
+      if (signal) await this.process(signal);
+      else if (state.waitingFor)
+        await this.process({
+          kind: "answered",
+          sessionId: state.sessionId,
+          requestId: state.waitingFor.requestId,
+        });
+    }
   }
 
   /** The status `signal` moves an agent to, if any. A kill in progress owns the status of a shutting_down agent. */

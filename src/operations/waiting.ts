@@ -34,9 +34,13 @@ export function waitingView(state: AgentState): WaitingView | null {
 
 export type PermissionResponse = "once" | "always" | "reject";
 
+/** What the agent waits for, as the end of a sentence (a question keeps its own question mark). */
 function described(waiting: WaitingRequest): string {
-  if (waiting.kind === "question") return `an answer to its question: ${waiting.title}`;
-  return `permission: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}`;
+  if (waiting.kind === "question") {
+    const question = `an answer to its question: ${waiting.title}`;
+    return /[.?!]$/.test(question) ? question : `${question}.`;
+  }
+  return `permission: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}.`;
 }
 
 /** Every notice about a waiting agent is worded here, so the leader reads one form. */
@@ -45,16 +49,16 @@ export function waitingNotice(agent: AgentState, waiting: WaitingRequest): strin
     waiting.kind === "question"
       ? "Answer with answer-permission (message is the answer), or in its pane."
       : "Answer with answer-permission, or in its pane.";
-  return `Agent ${agent.name} (${agent.agentId}) is waiting for ${described(waiting)}. ${how}`;
+  return `Agent ${agent.name} (${agent.agentId}) is waiting for ${described(waiting)} ${how}`;
 }
 
 export function reminderNotice(agent: AgentState, waiting: WaitingFor, now: number): string {
   const minutes = Math.max(1, Math.round((now - Date.parse(waiting.since)) / 60_000));
-  return `Reminder: agent ${agent.name} (${agent.agentId}) has been waiting ${minutes} min for ${described(waiting)}. Answer with answer-permission, or in its pane.`;
+  return `Reminder: agent ${agent.name} (${agent.agentId}) has been waiting ${minutes} min for ${described(waiting)} Answer with answer-permission, or in its pane.`;
 }
 
 export function rejectedNotice(agent: AgentState, waiting: WaitingRequest): string {
-  return `Agent ${agent.name} (${agent.agentId}) asked for ${described(waiting)}; it runs headless and headlessPermissions is "reject", so the request was rejected.`;
+  return `Agent ${agent.name} (${agent.agentId}) asked for ${described(waiting)} It runs headless and headlessPermissions is "reject", so the request was rejected.`;
 }
 
 /** Tell the leader about a waiting agent; a failure is logged (the inbox keeps the notice for the sweep's retry). */

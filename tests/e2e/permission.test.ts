@@ -167,3 +167,59 @@ test("real server: a bash call that asks shows waitingFor, tells the leader once
   }
   expect(seen.some((event) => event.type === "permission.replied")).toBe(true);
 }, 240_000);
+
+test("real server: a question the agent asks is a waitingFor of kind question, answered with answer-permission's message", async () => {
+  const server = fx.server;
+  if (!liveness) throw new Error("runs after the permission test, on its team");
+  const ctx = buildContext({
+    projectRoot: server.projectDir,
+    options: parseOptions(TIMING),
+    log: () => {},
+    localServer: new UnavailableOpencodeApi("the leader's OpenCode is played by the project server here"),
+  });
+  const team = await ctx.store.readTeam("ask");
+  if (team.kind !== "ok") throw new Error("team ask unreadable");
+  const leaderSession = team.value.leaderSessionId;
+  const session = await server.createSession("worker-2");
+  const worker = await addAgent(ctx, "ask", { name: "worker-2", sessionId: session, prompt: "work" });
+  const question = {
+    questions: [
+      {
+        question: "Which branch should I use?",
+        header: "Branch",
+        options: [
+          { label: "main", description: "the default branch" },
+          { label: "dev", description: "the development branch" },
+        ],
+      },
+    ],
+  };
+  await server.promptAsync(session, `@@call question ${JSON.stringify(question)}`);
+  const waiting = await waitFor(
+    async () => {
+      const state = await ctx.store.readAgent("ask", worker.agentId);
+      return state.kind === "ok" ? (state.value.waitingFor ?? undefined) : undefined;
+    },
+    { timeoutMs: 30_000, message: "waitingFor of the question" },
+  );
+  console.log(`question: ${JSON.stringify(seen.filter((event) => event.type.startsWith("question.")))}`);
+  expect(waiting).toMatchObject({ kind: "question", title: "Which branch should I use?" });
+  const answered = (await callTool(server, leaderSession, "answer-permission", {
+    teamName: "ask",
+    agentId: worker.agentId,
+    response: "once",
+    message: "dev",
+  })) as { success: boolean; kind: string };
+  expect(answered).toMatchObject({ success: true, kind: "question" });
+  await server.waitForIdle(session, { timeoutMs: 30_000 });
+  const [asked] = (await server.toolResults(session, "question")).slice(-1);
+  expect(asked?.status).toBe("completed");
+  expect(asked?.output).toContain("dev");
+  await waitFor(
+    async () => {
+      const state = await ctx.store.readAgent("ask", worker.agentId);
+      return state.kind === "ok" && state.value.waitingFor === null;
+    },
+    { timeoutMs: 5_000, message: "waitingFor cleared after the answer" },
+  );
+}, 120_000);

@@ -2,6 +2,7 @@ import type { Event } from "@opencode-ai/sdk";
 import type {
   ModelRef,
   OpencodeApi,
+  PendingRequest,
   PendingRequestRef,
   SessionActivity,
   SessionUsage,
@@ -122,6 +123,14 @@ export class FakeOpencode implements OpencodeApi {
   async messageCount(sessionId: string): Promise<number> {
     this.check(`messageCount ${sessionId}`);
     return this.session(sessionId).messages;
+  }
+
+  /** What pendingRequests() lists (the server's `GET /permission` and `GET /question`). */
+  pending: PendingRequest[] = [];
+
+  async pendingRequests(): Promise<PendingRequest[]> {
+    this.check("pendingRequests");
+    return this.pending;
   }
 
   /** Answers given through answerPermission / answerQuestion, in order. */

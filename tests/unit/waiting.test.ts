@@ -157,6 +157,35 @@ describe("permission events", () => {
     expect(await notices()).toHaveLength(1);
   });
 
+  test("after a gap in the stream, the server's pending lists set and clear waitingFor", async () => {
+    await setUp();
+    const asking = await worker();
+    const answered = await worker({
+      name: "worker-2",
+      waitingFor: {
+        kind: "permission",
+        requestId: "per_old",
+        title: "bash",
+        since: new Date(0).toISOString(),
+      },
+    });
+    ctx.server.pending = [
+      {
+        kind: "question",
+        properties: { id: "que_9", sessionID: asking.sessionId, questions: [{ question: "Which branch?" }] },
+      },
+    ];
+    await new EventMonitor(ctx).resync(ctx.server);
+    expect((await agentOnDisk(ctx, asking)).waitingFor).toMatchObject({
+      kind: "question",
+      requestId: "que_9",
+    });
+    expect((await agentOnDisk(ctx, answered)).waitingFor).toBeNull();
+    expect((await leaderInbox(ctx)).map((message) => message.text)).toEqual([
+      `Agent worker-1 (${asking.agentId}) is waiting for an answer to its question: Which branch? Answer with answer-permission (message is the answer), or in its pane.`,
+    ]);
+  });
+
   test("an idle session waits on nothing, whatever reply the stream lost", async () => {
     await setUp();
     const agent = await worker();
