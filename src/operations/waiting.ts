@@ -45,10 +45,10 @@ function described(waiting: WaitingRequest): string {
 
 /** Every notice about a waiting agent is worded here, so the leader reads one form. */
 export function waitingNotice(agent: AgentState, waiting: WaitingRequest): string {
-  const how =
-    waiting.kind === "question"
-      ? "Answer with answer-permission (message is the answer), or in its pane."
-      : "Answer with answer-permission, or in its pane.";
+  const tool =
+    waiting.kind === "question" ? "answer-permission (message is the answer)" : "answer-permission";
+  // A headless agent has no pane to answer in.
+  const how = agent.headless ? `Answer with ${tool}.` : `Answer with ${tool}, or in its pane.`;
   return `Agent ${agent.name} (${agent.agentId}) is waiting for ${described(waiting)} ${how}`;
 }
 

@@ -142,7 +142,7 @@ test("real server: a bash call that asks shows waitingFor, tells the leader once
     const notices = await leaderNotices(server, leaderSession);
     expect(notices).toHaveLength(round);
     expect(notices[round - 1]).toBe(
-      `Agent worker-1 (${worker.agentId}) is waiting for permission: bash (echo ${marker}). Answer with answer-permission, or in its pane.`,
+      `Agent worker-1 (${worker.agentId}) is waiting for permission: bash (echo ${marker}). Answer with answer-permission.`,
     );
 
     const answered = (await callTool(server, leaderSession, "answer-permission", {

@@ -4,6 +4,7 @@ import type { Event } from "@opencode-ai/sdk";
 import { v4 as uuidv4 } from "uuid";
 import { classifyEvent, EventMonitor } from "../../src/operations/monitor.ts";
 import { StaleSweeper } from "../../src/operations/sweep.ts";
+import { waitingNotice } from "../../src/operations/waiting.ts";
 import type { TeamsOptions } from "../../src/options.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
@@ -112,7 +113,7 @@ describe("permission events", () => {
     });
     const sent = await notices();
     expect(sent.map((message) => message.text)).toEqual([
-      `Agent worker-1 (${agent.agentId}) is waiting for permission: bash (git push). Answer with answer-permission, or in its pane.`,
+      `Agent worker-1 (${agent.agentId}) is waiting for permission: bash (git push). Answer with answer-permission.`,
     ]);
     expect(sent[0]?.deliveredAt).toBeDefined();
 
@@ -182,8 +183,18 @@ describe("permission events", () => {
     });
     expect((await agentOnDisk(ctx, answered)).waitingFor).toBeNull();
     expect((await leaderInbox(ctx)).map((message) => message.text)).toEqual([
-      `Agent worker-1 (${asking.agentId}) is waiting for an answer to its question: Which branch? Answer with answer-permission (message is the answer), or in its pane.`,
+      `Agent worker-1 (${asking.agentId}) is waiting for an answer to its question: Which branch? Answer with answer-permission (message is the answer).`,
     ]);
+  });
+
+  test("an agent with a pane can also be answered there; a headless one cannot", async () => {
+    await setUp();
+    const request = { kind: "permission" as const, requestId: "per_1", title: "bash", pattern: "ls" };
+    const inPane = waitingNotice(await worker({ headless: false, paneId: "%3" }), request);
+    expect(inPane).toEndWith(
+      "is waiting for permission: bash (ls). Answer with answer-permission, or in its pane.",
+    );
+    expect(waitingNotice(await worker(), request)).toEndWith("Answer with answer-permission.");
   });
 
   test("an idle session waits on nothing, whatever reply the stream lost", async () => {
