@@ -5,6 +5,7 @@
  * reports it active. The abort is decided and sent under the old agent's lock, which the resume's claim takes too.
  */
 import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
+import { readFile, writeFile } from "node:fs/promises";
 import { createTeam } from "../../src/operations/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
@@ -83,4 +84,27 @@ test("resume's own end of the old record still aborts the old turn, before the s
   const resumed = await call<Result>("resume-agent", { teamName: "alpha", agentId: old.agentId }, LEADER);
   expect(resumed.success).toBe(true);
   expect(landed).toEqual(["abort", "prompt"]);
+});
+
+test("kill-agent of an agent with a damaged file, resumed meanwhile: the successor's prompt is not aborted", async () => {
+  const old = await lostAgent();
+  // A torn file that still names its session: kill-agent ends it from its traces and writes a terminated record
+  // (outcome interrupted), which resume-agent can claim before the kill's abort is sent.
+  const file = ctx.store.paths.agentState("alpha", old.agentId);
+  const text = await readFile(file, "utf8");
+  await writeFile(file, text.slice(0, text.indexOf('"cwd"')));
+  const landed = recordSession(old.sessionId);
+  const server = ctx.server;
+  const slowAbort = server.abortSession.bind(server);
+  let resumed: Promise<Result> | undefined;
+  server.abortSession = async (id) => {
+    resumed ??= call<Result>("resume-agent", { teamName: "alpha", agentId: old.agentId }, LEADER);
+    await slowAbort(id);
+  };
+  const killed = await call<Result>("kill-agent", { teamName: "alpha", agentId: old.agentId }, LEADER);
+  expect(killed.success).toBe(true);
+  expect(await resumed).toMatchObject({ success: true, status: "active" });
+  const firstPrompt = landed.indexOf("prompt");
+  expect(firstPrompt).toBeGreaterThanOrEqual(0);
+  expect(landed.slice(firstPrompt)).not.toContain("abort");
 });
