@@ -119,6 +119,9 @@ export const AgentStateSchema = z.object({
   resumedBy: z.string().optional(),
   /** When resumedBy was set: a claim whose successor never got a record expires (a resume that crashed). */
   resumeClaimedAt: isoDate.optional(),
+  /** The process that set resumedBy, and its host: a claim of this host holds exactly while that process runs. */
+  resumeClaimPid: z.number().int().positive().optional(),
+  resumeClaimHost: z.string().optional(),
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
   outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),
   shutdownRequestedAt: isoDate.optional(),
