@@ -227,13 +227,6 @@ export const HistoryEntrySchema = z.object({
   status: HistoryStatusSchema,
   completion_timestamp: isoDate.nullable(),
   resumes: z.string().optional(),
-  /**
-   * Set on an ended agent, under its lock, by the resume-agent call that continues it, before that call launches the
-   * successor with this id: a concurrent resume sees it and is refused (see specs/resume-agent.md).
-   */
-  resumedBy: z.string().optional(),
-  /** When resumedBy was set: a claim whose successor never got a record expires (a resume that crashed). */
-  resumeClaimedAt: isoDate.optional(),
   resumed_by: z.string().optional(),
   summary: z.string().optional(),
   reason: z.string().optional(),
