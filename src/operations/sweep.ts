@@ -9,6 +9,7 @@ import { isLive, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactive } from "./inactive.ts";
 import { finishOverdueKill, killOverdue } from "./kill.ts";
 import { deliverPending, notifyLeader } from "./notify.ts";
+import { abortEndedSession } from "./session-abort.ts";
 import { reminderNotice, tellLeaderWaiting } from "./waiting.ts";
 
 /** What one sweep did; returned for tests and logged when anything happened. */
@@ -302,7 +303,7 @@ export class StaleSweeper {
 
     const deaths: Omit<InactiveAgent, "tasks">[] = [];
     const reminders: AgentState[] = [];
-    const abortable: string[] = [];
+    const abortable: AgentState[] = [];
     const work: { view: AgentView; verdict: Verdict | undefined }[] = [
       ...stale.map((view, index) => ({ view, verdict: verdicts[index] })),
       ...toReset.map((view) => ({ view, verdict: undefined })),
@@ -316,7 +317,7 @@ export class StaleSweeper {
         case "inactive":
           deaths.push(outcome.death);
           if (facts.statuses?.[outcome.death.agent.sessionId] !== undefined)
-            abortable.push(outcome.death.agent.sessionId);
+            abortable.push(outcome.death.agent);
           break;
         case "miss":
           report.misses++;
@@ -341,13 +342,14 @@ export class StaleSweeper {
 
     if (deaths.length > 0) {
       report.inactive.push(...(await handOverInactive(ctx, team, deaths)));
-      // A session the server still runs would keep working on tasks that were just handed to someone else.
-      const server = facts.server;
-      if (server) {
-        await mapLimit(abortable, CHECK_CONCURRENCY, (sessionId) =>
-          server.abortSession(sessionId).catch(() => undefined),
-        );
-      }
+      // A session the server still runs would keep working on tasks that were just handed to someone else. Aborted
+      // under the agent's lock, like every abort of an ended record: a resume may have handed the session on already.
+      await mapLimit(abortable, CHECK_CONCURRENCY, async (agent) => {
+        const skipped = await abortEndedSession(ctx, agent, { wasRunning: true }).catch((error: unknown) => [
+          error instanceof Error ? error.message : String(error),
+        ]);
+        for (const warning of skipped) ctx.log("info", `stale sweep: ${warning}`, { team: team.name });
+      });
     }
     for (const agent of reminders) {
       if (!agent.waitingFor) continue;

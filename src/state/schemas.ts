@@ -135,6 +135,9 @@ export const AgentStateSchema = z.object({
   resumedBy: z.string().optional(),
   /** When resumedBy was set: a claim whose successor never got a record expires (a resume that crashed). */
   resumeClaimedAt: isoDate.optional(),
+  /** The process that set resumedBy, and its host: a claim of this host holds exactly while that process runs. */
+  resumeClaimPid: z.number().int().positive().optional(),
+  resumeClaimHost: z.string().optional(),
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
   outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),
   shutdownRequestedAt: isoDate.optional(),
@@ -247,13 +250,6 @@ export const HistoryEntrySchema = z.object({
   status: HistoryStatusSchema,
   completion_timestamp: isoDate.nullable(),
   resumes: z.string().optional(),
-  /**
-   * Set on an ended agent, under its lock, by the resume-agent call that continues it, before that call launches the
-   * successor with this id: a concurrent resume sees it and is refused (see specs/resume-agent.md).
-   */
-  resumedBy: z.string().optional(),
-  /** When resumedBy was set: a claim whose successor never got a record expires (a resume that crashed). */
-  resumeClaimedAt: isoDate.optional(),
   resumed_by: z.string().optional(),
   summary: z.string().optional(),
   reason: z.string().optional(),
