@@ -4,7 +4,7 @@ import type {
   OpencodeApi,
   PendingRequest,
   PendingRequestRef,
-  SessionActivity,
+  SessionStatuses,
   SessionUsage,
 } from "./opencode-api.ts";
 
@@ -93,18 +93,24 @@ export class SdkOpencodeApi implements OpencodeApi {
     }
   }
 
-  async sessionStatuses(
-    directories: readonly string[] = [this.options.directory],
-  ): Promise<Record<string, SessionActivity>> {
-    const lists = await Promise.all(
-      [...new Set(directories)].map((directory) =>
+  async sessionStatuses(directories: readonly string[] = [this.options.directory]): Promise<SessionStatuses> {
+    const asked = [...new Set(directories)];
+    const lists = await Promise.allSettled(
+      asked.map((directory) =>
         this.call(`GET /session/status?directory=${directory}`, () =>
           this.client.session.status({ query: { directory }, signal: this.signal() }),
         ),
       ),
     );
-    const out: Record<string, SessionActivity> = {};
-    for (const data of lists) for (const [id, status] of Object.entries(data)) out[id] = status.type;
+    const out: SessionStatuses = { statuses: {}, failed: {} };
+    for (const [index, list] of lists.entries()) {
+      const directory = asked[index] ?? "";
+      if (list.status === "rejected") {
+        out.failed[directory] = list.reason instanceof Error ? list.reason.message : String(list.reason);
+        continue;
+      }
+      for (const [id, status] of Object.entries(list.value)) out.statuses[id] = status.type;
+    }
     return out;
   }
 

@@ -5,6 +5,7 @@ import type {
   PendingRequest,
   PendingRequestRef,
   SessionActivity,
+  SessionStatuses,
   SessionUsage,
 } from "../../src/edges/opencode-api.ts";
 import {
@@ -41,6 +42,8 @@ export class FakeOpencode implements OpencodeApi {
    * session only under the directory it was created in.
    */
   directory = "/";
+  /** Directories whose status request fails, and how (a deleted `cwd`, a request that timed out). */
+  failingDirectories = new Map<string, string>();
   private nextId = 1;
   private listeners = new Set<(event: Event | null) => void>();
 
@@ -77,14 +80,21 @@ export class FakeOpencode implements OpencodeApi {
     return !this.down;
   }
 
-  async sessionStatuses(
-    directories: readonly string[] = [this.directory],
-  ): Promise<Record<string, SessionActivity>> {
-    this.check("sessionStatuses");
-    const asked = new Set(directories);
-    const out: Record<string, SessionActivity> = {};
+  async sessionStatuses(directories: readonly string[] = [this.directory]): Promise<SessionStatuses> {
+    // Like the real client, each directory is asked on its own: a failure is reported for it, not thrown.
+    this.calls.push("sessionStatuses");
+    const out: SessionStatuses = { statuses: {}, failed: {} };
+    const answered = new Set<string>();
+    for (const directory of directories) {
+      const why = this.down
+        ? `GET /session/status?directory=${directory} failed: connect ECONNREFUSED ${this.baseUrl}`
+        : this.failingDirectories.get(directory);
+      if (why === undefined) answered.add(directory);
+      else out.failed[directory] = why;
+    }
     for (const session of this.sessions.values())
-      if (session.activity !== "idle" && asked.has(session.directory)) out[session.id] = session.activity;
+      if (session.activity !== "idle" && answered.has(session.directory))
+        out.statuses[session.id] = session.activity;
     return out;
   }
 

@@ -386,7 +386,7 @@ describe("stale sweep: facts before verdicts", () => {
     await sweeper.sweep();
     expect(await state(agent)).toMatchObject({
       status: "inactive",
-      statusReason: "no heartbeat for 76 s (2 missed sweeps); the project's OpenCode server did not answer",
+      statusReason: `no heartbeat for 76 s (2 missed sweeps); the project's OpenCode server did not answer for its directory ${agent.cwd}`,
     });
   });
 
