@@ -204,6 +204,16 @@ test("real server: a question the agent asks is a waitingFor of kind question, a
   );
   console.log(`question: ${JSON.stringify(seen.filter((event) => event.type.startsWith("question.")))}`);
   expect(waiting).toMatchObject({ kind: "question", title: "Which branch should I use?" });
+  // The notice lands in the leader's session as a user message: the leader's next prompt must come after it.
+  await waitFor(
+    async () =>
+      (await server.messages(leaderSession)).some((message) =>
+        message.parts.some(
+          (part) => part.type === "text" && part.text.includes("Which branch should I use?"),
+        ),
+      ),
+    { timeoutMs: 5_000, intervalMs: 20, message: "the leader's notice of the question" },
+  );
   const answered = (await callTool(server, leaderSession, "answer-permission", {
     teamName: "ask",
     agentId: worker.agentId,
