@@ -32,6 +32,11 @@ export const TeamsOptionsSchema = z.object({
   opencodeBin: z.string().min(1).optional(),
   /** Pause between the 3 attempts to deliver a spawned agent's first prompt (also how long each is given to land). */
   promptRetryDelayMs: z.number().int().min(0).default(2_000),
+  /**
+   * The leader's notices (agent inactive, completed, timed out): the first goes at once, the ones that follow within
+   * this window go together as one message when it ends.
+   */
+  noticeDigestMs: z.number().int().min(0).default(3_000),
   /** Turn the background monitor and sweep off (the CLI and tests that drive them by hand). */
   background: z.boolean().default(true),
 });
