@@ -11,7 +11,7 @@ import {
 } from "../state/schemas.ts";
 import { readJson, updateJson, writeJson } from "../state/store.ts";
 import type { TeamsContext } from "./context.ts";
-import { type Delivery, deliverInboxMessage } from "./delivery.ts";
+import { type Delivery, deliverInboxMessage, renderMessage } from "./delivery.ts";
 import { isLive } from "./heartbeat.ts";
 import { loadTeam, requireMember } from "./identity.ts";
 import { CallerError, fail, type OpResult } from "./result.ts";
@@ -259,21 +259,57 @@ export async function listInbox(
   return { items: kept, warnings };
 }
 
-/** Mark messages read, each under its file's lock so a delivery marking it at the same time is not undone. */
-async function markRead(ctx: TeamsContext, messages: InboxMessage[]): Promise<void> {
-  const readAt = isoNow(ctx.clock);
+/**
+ * Set `field` on messages that do not have it yet, each under its file's lock and re-read first, so two markings of
+ * one message at the same time (a delivery and a read) never undo each other.
+ */
+async function markMessages(
+  ctx: TeamsContext,
+  messages: readonly InboxMessage[],
+  field: "readAt" | "deliveredAt",
+): Promise<void> {
+  const at = isoNow(ctx.clock);
   await mapLimit(messages, 8, (message) => {
     const file = ctx.store.inboxMessageFile(message);
     return withFileLock(
       file,
       async () => {
         const current = await readJson(file, InboxMessageSchema);
-        if (current.kind !== "ok" || current.value.readAt) return;
-        await writeJson(file, InboxMessageSchema, { ...current.value, readAt }, { durable: false });
+        if (current.kind !== "ok" || current.value[field]) return;
+        await writeJson(
+          file,
+          InboxMessageSchema,
+          { ...current.value, [field]: at },
+          { durable: field !== "readAt" },
+        );
       },
       ctx.store.lockTiming,
     );
   });
+}
+
+/** Messages kept for `agentId` (and the runs it resumes) that never reached its session, oldest first. */
+export async function storedMessages(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+): Promise<InboxMessage[]> {
+  const { items } = await listInbox(ctx, team, agentId);
+  return items.filter((message) => message.type === "message" && !message.deliveredAt).reverse();
+}
+
+/** The part of a resume prompt that hands stored messages over, each with its usual header. */
+export function handOverText(messages: readonly InboxMessage[]): string {
+  if (messages.length === 0) return "";
+  return [
+    `Messages that reached your inbox while you were stopped (${messages.length}, oldest first):`,
+    ...messages.map(renderMessage),
+  ].join("\n\n");
+}
+
+/** Stored messages that went out in a resume prompt count as delivered. */
+export function markHandedOver(ctx: TeamsContext, messages: readonly InboxMessage[]): Promise<void> {
+  return markMessages(ctx, messages, "deliveredAt");
 }
 
 export function viewOf(message: InboxMessage): MessageView {
@@ -304,7 +340,7 @@ export async function readMessages(
   const caller = await requireMember(ctx, team, callerSessionId);
   const { items, warnings } = await listInbox(ctx, team, caller.agentId, input);
   const returned = items.slice(0, limit);
-  await markRead(ctx, returned);
+  await markMessages(ctx, returned, "readAt");
   const unread = items.slice(limit).filter((message) => !message.readAt).length;
   return {
     success: true,

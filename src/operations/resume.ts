@@ -3,6 +3,7 @@ import type { AgentState } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
 import { finishAgent, readAgentOrFail } from "./kill.ts";
+import { handOverText, markHandedOver, storedMessages } from "./messages.ts";
 import { CallerError, fail, type OpResult } from "./result.ts";
 import {
   launchAgent,
@@ -104,7 +105,10 @@ export async function resumeAgent(
   }
 
   const sessionReused = await server.api.sessionExists(old.sessionId).catch(() => false);
-  const text = (agentId: string) => continuation ?? defaultContinuation(old, agentId);
+  // Messages sent to it while it was stopped were kept in its inbox: the continuation hands them over.
+  const stored = await storedMessages(ctx, team, old.agentId);
+  const handOver = stored.length > 0 ? `\n\n${handOverText(stored)}` : "";
+  const text = (agentId: string) => `${continuation ?? defaultContinuation(old, agentId)}${handOver}`;
   const launched = await launchAgent(
     ctx,
     {
@@ -126,6 +130,7 @@ export async function resumeAgent(
     steps,
   );
   if (!launched.success) return launched;
+  if (launched.promptDelivery !== "failed") await markHandedOver(ctx, stored);
   if (!sessionReused) {
     warnings.push(
       `The previous session ${old.sessionId} no longer exists on the server: a new session got the original prompt`,
