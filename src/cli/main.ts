@@ -7,6 +7,7 @@ import { buildContext } from "../plugin.ts";
 import { renderDoctor, runDoctor } from "./doctor.ts";
 import { painter } from "./format.ts";
 import { collectHistory, renderHistory } from "./history.ts";
+import { cliSend, collectInbox, renderInbox } from "./messages.ts";
 import { findProjectRoot } from "./project.ts";
 import { collectStatus, renderStatus } from "./status.ts";
 
@@ -17,6 +18,8 @@ usage:
   opencode-teams watch [team] [--interval 2]       the status table, refreshed until Ctrl-C
   opencode-teams history <team> [--json]           agent runs: spawned, completed, interrupted, resumed...
   opencode-teams doctor [--json]                   check tmux, opencode, the server and the storage dir
+  opencode-teams send <team> <to> <message...>     message an agent (name or id), "leader" or "all", as "human"
+  opencode-teams inbox <team> [agent] [--json]     an inbox (the leader's by default), newest first
 
 options:
   --dir <path>   project directory (default: the git worktree around the current directory)
@@ -84,6 +87,25 @@ async function main(argv: string[]): Promise<number> {
       const report = await runDoctor(ctx);
       print(values.json ? JSON.stringify(report, null, 2) : renderDoctor(report, paint));
       return report.ok ? 0 : 1;
+    }
+    case "send": {
+      const [, , to, ...words] = positionals;
+      if (!team || !to || words.length === 0) {
+        process.stderr.write("usage: opencode-teams send <team> <to> <message...>\n");
+        return 2;
+      }
+      const sent = await cliSend(ctx, team, to, words);
+      print(JSON.stringify(sent, null, values.json ? 2 : undefined));
+      return sent.success ? 0 : 1;
+    }
+    case "inbox": {
+      if (!team) {
+        process.stderr.write("usage: opencode-teams inbox <team> [agent]\n");
+        return 2;
+      }
+      const view = await collectInbox(ctx, team, positionals[2]);
+      print(values.json ? JSON.stringify(view, null, 2) : renderInbox(view, paint));
+      return 0;
     }
     default:
       process.stderr.write(`unknown command '${command}'\n\n${USAGE}\n`);

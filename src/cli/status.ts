@@ -13,6 +13,8 @@ export interface StatusRow {
   model: string;
   paneId: string | null;
   tasks: string[];
+  /** Messages and notices in its inbox that no read-messages returned yet. */
+  unread: number;
 }
 
 export interface StatusReport {
@@ -55,6 +57,7 @@ export async function collectStatus(
         tasks: tasks
           .filter((t) => t.assignee === state.agentId && t.status === "in_progress")
           .map((t) => t.id),
+        unread: (await ctx.store.readInbox(team, state.agentId)).items.filter((m) => !m.readAt).length,
       });
     }
   }
@@ -73,9 +76,10 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     { text: row.model },
     { text: row.paneId ?? "-" },
     { text: row.tasks.join(",") || "-" },
+    { text: row.unread > 0 ? String(row.unread) : "-", style: row.unread > 0 ? "yellow" : undefined },
   ]);
   const table = renderTable(
-    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK"],
+    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK", "UNREAD"],
     rows,
     paint,
   );
