@@ -4,7 +4,6 @@ import { withFileLock } from "../state/lock.ts";
 import { type InboxMessage, InboxMessageSchema, type TeamConfig } from "../state/schemas.ts";
 import { readJson } from "../state/store.ts";
 import type { TeamsContext } from "./context.ts";
-import { isLive } from "./heartbeat.ts";
 
 /**
  * How a message reached its recipient: `prompted` started a turn of an idle session; `queued` was put into the session
@@ -44,14 +43,16 @@ export async function serverWithSession(
   return undefined;
 }
 
-/** The recipient's session when it can take a message now: the leader's, or a live agent's on the project server. */
+/** The recipient's session when it can take a message now: the leader's, or a running agent's on the project server. */
 async function targetOf(ctx: TeamsContext, team: TeamConfig, agentId: string): Promise<Target | undefined> {
   if (agentId === team.leader) {
     const server = await serverWithSession(ctx, team.leaderSessionId);
     return server ? { server, sessionId: team.leaderSessionId } : undefined;
   }
   const agent = await ctx.store.readAgent(team.name, agentId);
-  if (agent.kind !== "ok" || !isLive(agent.value.status)) return undefined;
+  // Not while spawning: the task prompt must be the first thing the session gets (spawn checks that it landed).
+  if (agent.kind !== "ok" || (agent.value.status !== "active" && agent.value.status !== "idle"))
+    return undefined;
   const server = await ctx.edges.projectServer().catch(() => undefined);
   return server ? { server, sessionId: agent.value.sessionId } : undefined;
 }

@@ -105,6 +105,19 @@ describe("send-message: delivery by the recipient's state", () => {
     expect(stored?.deliveredAt).toBeUndefined();
   });
 
+  test("a spawning recipient: stored until it is active (its task prompt comes first), then the sweep delivers it", async () => {
+    const { agent, session } = await worker("w1", { status: "spawning" });
+    expect((await send({ to: "w1", message: "early" })).deliveries[0]?.delivery).toBe("stored");
+    expect(session.prompts).toHaveLength(0);
+    await ctx.store.updateAgent(
+      "alpha",
+      agent.agentId,
+      (current) => current && { ...current, status: "active" },
+    );
+    expect(await deliverPending(ctx, await team(), new Set())).toBe(1);
+    expect(session.prompts).toHaveLength(1);
+  });
+
   test("broadcast: every running agent once, not the sender, not ended or inactive agents", async () => {
     const a = await worker("a");
     const b = await worker("b");
