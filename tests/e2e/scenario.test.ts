@@ -104,7 +104,8 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
     data: { agents: [{ cause: "pane_gone", tasks: [task1] }] },
   });
   expect(inboxNotice?.deliveredAt).toBeString();
-  expect(r.killed.leaderSessionTexts.filter((text) => text === notice)).toHaveLength(1);
+  // Under the notice header (`[notice from opencode-teams via team …, id …]`, see specs/heartbeat.md).
+  expect(r.killed.leaderSessionTexts.filter((text) => text.endsWith(`\n${notice}`))).toHaveLength(1);
   expect(r.killed.history.entries.find((e) => e.agent_id === w1.agentId)).toMatchObject({
     status: "interrupted",
   });
