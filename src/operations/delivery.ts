@@ -76,15 +76,15 @@ export async function sessionShows(target: Target, header: string): Promise<bool
 
 /**
  * Put one inbox message into its recipient's session, exactly once. Under the message file's lock, re-read it (another
- * process may have delivered it); unless this is the first attempt right after the message was written (`fresh`),
- * look for it in the session before sending, so a crash between sending and marking, or a retry of a send whose answer
- * was lost, never shows it twice. Errors propagate: the message stays undelivered for a later sweep.
+ * process may have delivered it). An earlier attempt (`attemptedAt`, written just before every send) may have reached
+ * the session and died before marking it, or lost the server's answer: then the session is searched for the message's
+ * header before sending again, so the model never sees it twice. Errors propagate: the message stays undelivered for a
+ * later sweep.
  */
 export async function deliverInboxMessage(
   ctx: TeamsContext,
   team: TeamConfig,
   message: InboxMessage,
-  fresh: boolean,
 ): Promise<DeliveryOutcome> {
   const file = ctx.store.inboxMessageFile(message);
   return withFileLock(
@@ -98,15 +98,16 @@ export async function deliverInboxMessage(
       if (!target) return { delivery: "stored", outcome: "stored" };
       const statuses = await target.server.sessionStatuses();
       const busy = statuses[target.sessionId] !== undefined;
-      if (!fresh && (await sessionShows(target, messageHeader(current)))) {
+      if (current.attemptedAt && (await sessionShows(target, messageHeader(current)))) {
         await ctx.store.markInboxDelivered(current, isoNow(ctx.clock));
         return { delivery: "queued", outcome: "already" };
       }
-      // Sent as a prompt even when busy: OpenCode adds it to the session and the running loop takes it into its next
-      // model request (a turn ending just then starts a new one), so a busy recipient is never interrupted nor missed.
+      const attempted = await ctx.store.markInboxAttempted(current, isoNow(ctx.clock));
+      // Sent as a prompt even when busy: the turn in flight finishes undisturbed and the session's next model request
+      // carries the message (see specs/send-message.md); a turn ending just then still answers it.
       const noReply = current.wake === false;
       await target.server.promptAsync(target.sessionId, renderMessage(current), { noReply });
-      await ctx.store.markInboxDelivered(current, isoNow(ctx.clock));
+      await ctx.store.markInboxDelivered(attempted, isoNow(ctx.clock));
       return { delivery: busy || noReply ? "queued" : "prompted", outcome: "delivered" };
     },
     ctx.store.lockTiming,

@@ -156,7 +156,7 @@ export async function sendAs(
     });
     let delivery: Delivery = "stored";
     try {
-      delivery = (await deliverInboxMessage(ctx, team, message, true)).delivery;
+      delivery = (await deliverInboxMessage(ctx, team, message)).delivery;
     } catch (error) {
       warnings.push(
         `Delivery to ${recipient.name} failed for now (${error instanceof Error ? error.message : String(error)}); it is kept in its inbox and retried by the sweep.`,

@@ -185,6 +185,11 @@ export const InboxMessageSchema = z.object({
   /** false: put into the recipient's session without starting a turn (send-message `wake: false`). */
   wake: z.boolean().optional(),
   /**
+   * Set (without fsync) just before a message is sent to its recipient's session: a later attempt that finds it, and
+   * no deliveredAt, looks for the message in the session before sending it again.
+   */
+  attemptedAt: isoDate.optional(),
+  /**
    * Notices only: the digest that took it, set before the digest is sent, so a retry that finds this id in the
    * leader's session marks the notice delivered instead of sending it again.
    */

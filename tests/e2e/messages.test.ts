@@ -193,7 +193,7 @@ test("real server: steer, ask, busy, broadcast, stored and resumed, retries and 
   dying.store.markInboxDelivered = async () => {
     throw new Error("process died");
   };
-  await expect(deliverInboxMessage(dying, team, crashed, true)).rejects.toThrow("process died");
+  await expect(deliverInboxMessage(dying, team, crashed)).rejects.toThrow("process died");
   const [a, b] = [context(server), context(server)];
   await Promise.all([deliverPending(a, team, new Set()), deliverPending(b, team, new Set())]);
   await server.waitForIdle(w1.sessionId, { timeoutMs: 15_000 });
@@ -211,8 +211,8 @@ test("real server: steer, ask, busy, broadcast, stored and resumed, retries and 
     createdAt: new Date().toISOString(),
   });
   const outcomes = await Promise.all([
-    deliverInboxMessage(a, team, twice, true),
-    deliverInboxMessage(b, team, twice, true),
+    deliverInboxMessage(a, team, twice),
+    deliverInboxMessage(b, team, twice),
   ]);
   expect(outcomes.map((o) => o.outcome).sort()).toEqual(["already", "delivered"]);
   await server.waitForIdle(w2.sessionId, { timeoutMs: 15_000 });

@@ -197,7 +197,7 @@ describe("exactly once", () => {
     ctx.store.markInboxDelivered = async () => {
       throw new Error("crash");
     };
-    await expect(deliverInboxMessage(ctx, await team(), message, true)).rejects.toThrow("crash");
+    await expect(deliverInboxMessage(ctx, await team(), message)).rejects.toThrow("crash");
     ctx.store.markInboxDelivered = original;
     expect(session.prompts).toHaveLength(1);
     expect(await deliverPending(ctx, await team(), new Set())).toBe(0);
