@@ -62,12 +62,16 @@ function schedule(ctx: TeamsContext, team: TeamConfig, delayMs: number): void {
   if (timers.has(key)) return;
   const timer = setTimeout(() => {
     timers.delete(key);
-    flushNotices(ctx, team).catch((error: unknown) => {
-      ctx.log("warn", "flushing the leader's notices failed; the sweep retries", {
-        team: team.name,
-        error: error instanceof Error ? error.message : String(error),
+    // Read afresh: the team may have gone (its directory must not be recreated by the lock) or changed its leader.
+    ctx.store
+      .readTeam(team.name)
+      .then((current) => (current.kind === "ok" ? flushNotices(ctx, current.value) : 0))
+      .catch((error: unknown) => {
+        ctx.log("warn", "flushing the leader's notices failed; the sweep retries", {
+          team: team.name,
+          error: error instanceof Error ? error.message : String(error),
+        });
       });
-    });
   }, delayMs);
   // A process that exits with a flush pending leaves it to the sweep of another one.
   timer.unref?.();

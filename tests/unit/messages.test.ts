@@ -279,6 +279,24 @@ describe("notice digest", () => {
     expect((await leaderInbox(ctx)).every((m) => m.deliveredAt)).toBe(true);
   });
 
+  test("the window's end is flushed by this process's timer, without waiting for a sweep", async () => {
+    const quick = await makeTestContext({ noticeDigestMs: 50 });
+    try {
+      const { leaderSession: lead } = await leadTeam(quick);
+      const read = await quick.store.readTeam("alpha");
+      if (read.kind !== "ok") throw new Error("no team");
+      await notifyLeader(quick, read.value, { type: "agent_inactive", text: "first" });
+      await notifyLeader(quick, read.value, { type: "agent_inactive", text: "second" });
+      expect(lead.prompts).toHaveLength(1);
+      quick.clock.advance(50);
+      await Bun.sleep(200);
+      expect(lead.prompts).toHaveLength(2);
+      expect(lead.prompts[1]?.text).toEndWith("\nsecond");
+    } finally {
+      await quick.cleanup();
+    }
+  });
+
   test("a digest sent but not marked (crash) is not sent again", async () => {
     const t = await team();
     await notifyLeader(ctx, t, { type: "agent_inactive", text: "n0" });
