@@ -70,10 +70,17 @@ async function sendToModel(
 /** 100 notices within 1 s -> how many messages reach the leader's session (waiting out the digest window). */
 async function noticeBurst(ctx: TeamsContext, team: TeamConfig, server: OpencodeServer): Promise<number> {
   const before = await noticeCount(server, team.leaderSessionId);
+  // Started 10 ms apart whatever each takes (as several sweeps and completions would), so the 100 land within 1 s.
+  const sends: Promise<unknown>[] = [];
+  const started = Date.now();
   for (let i = 0; i < 100; i++) {
-    await notifyLeader(ctx, team, { type: "agent_inactive", text: `Agent a-${i} became inactive: bench.` });
+    sends.push(
+      notifyLeader(ctx, team, { type: "agent_inactive", text: `Agent a-${i} became inactive: bench.` }),
+    );
     await Bun.sleep(10);
   }
+  await Promise.all(sends);
+  note(`messages: 100 notices written in ${Date.now() - started} ms`);
   await Bun.sleep(ctx.options.noticeDigestMs + 1_000);
   return (await noticeCount(server, team.leaderSessionId)) - before;
 }
