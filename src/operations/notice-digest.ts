@@ -56,9 +56,18 @@ async function pendingNotices(ctx: TeamsContext, team: TeamConfig): Promise<Inbo
   return items.filter((message) => isNotice(message) && !message.deliveredAt);
 }
 
+function timerKey(ctx: TeamsContext, team: TeamConfig): string {
+  return `${ctx.store.paths.root}\0${team.name}`;
+}
+
+/** Whether this process already waits for the current window's end: a notice written now goes with that flush. */
+export function flushScheduled(ctx: TeamsContext, team: TeamConfig): boolean {
+  return timers.has(timerKey(ctx, team));
+}
+
 /** Arrange for this process to flush again once the window that started at the last digest is over. */
 function schedule(ctx: TeamsContext, team: TeamConfig, delayMs: number): void {
-  const key = `${ctx.store.paths.root}\0${team.name}`;
+  const key = timerKey(ctx, team);
   if (timers.has(key)) return;
   const timer = setTimeout(() => {
     timers.delete(key);

@@ -5,7 +5,7 @@ import { listDir, readJson } from "../state/store.ts";
 import type { TeamsContext } from "./context.ts";
 import { deliverInboxMessage } from "./delivery.ts";
 import { isLive } from "./heartbeat.ts";
-import { flushNotices, SYSTEM_SENDER } from "./notice-digest.ts";
+import { flushNotices, flushScheduled, SYSTEM_SENDER } from "./notice-digest.ts";
 
 export { SYSTEM_SENDER };
 
@@ -31,7 +31,8 @@ export async function notifyLeader(
   });
   let delivered = 0;
   try {
-    delivered = await flushNotices(ctx, team);
+    // A burst of notices (many deaths in one sweep pass) does not queue on the digest lock for a flush already due.
+    if (!flushScheduled(ctx, team)) delivered = await flushNotices(ctx, team);
   } catch (error) {
     ctx.log("warn", "delivering a notice to the leader failed; a later sweep retries it", {
       team: team.name,
