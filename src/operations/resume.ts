@@ -2,8 +2,8 @@ import { assertAgentId, assertTeamName } from "../state/paths.ts";
 import type { AgentState } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
+import { handOverText, markHandedOver, storedMessages } from "./inbox.ts";
 import { finishAgent, readAgentOrFail } from "./kill.ts";
-import { handOverText, markHandedOver, storedMessages } from "./messages.ts";
 import { CallerError, fail, type OpResult } from "./result.ts";
 import {
   launchAgent,
