@@ -79,6 +79,15 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
     });
   }
 
+  // The leader steered the busy worker-2: queued, read on its next step, and followed (its report says so).
+  expect(r.steered.result).toMatchObject({
+    success: true,
+    deliveries: [{ name: "worker-2", delivery: "queued" }],
+  });
+  expect(r.steered.completionNotice?.text).toContain(
+    "Report from worker-2:\nSteered by the leader: ran the tests",
+  );
+
   // worker-1's pane and process die; within the window it is inactive, its task pending and unowned.
   expect(r.killed.attachRunningAfterKill).toBe(false);
   expect(r.killed.paneListedAfterKill).toBe(false);
