@@ -28,6 +28,7 @@ const GROUPS: { id: string; run: (quick: boolean) => Promise<Figure[]> }[] = [
   // 6 and 7b share one real server.
   { id: "6", run: benchReal },
   { id: "7", run: benchDetectDefault },
+  { id: "8", run: (quick) => import("./fig-messages.ts").then((m) => m.benchMessages(quick)) },
 ];
 
 function parseArgs(argv: readonly string[]): { quick: boolean; only: Set<string> | undefined } {

@@ -37,6 +37,11 @@ export const TeamsOptionsSchema = z.object({
    * (OpenCode takes either for another project). Off: such a `cwd` is refused.
    */
   allowCwdOutsideProject: z.boolean().default(false),
+  /**
+   * The leader's notices (agent inactive, completed, timed out): the first goes at once, the ones that follow within
+   * this window go together as one message when it ends.
+   */
+  noticeDigestMs: z.number().int().min(0).default(3_000),
   /** Turn the background monitor and sweep off (the CLI and tests that drive them by hand). */
   background: z.boolean().default(true),
 });

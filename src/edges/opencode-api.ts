@@ -50,6 +50,8 @@ export interface OpencodeApi {
     options?: { model?: ModelRef; noReply?: boolean },
   ): Promise<void>;
   messageCount(sessionId: string): Promise<number>;
+  /** The text of every user message of the session, oldest first (a message's text parts joined with "\n"). */
+  userMessageTexts(sessionId: string): Promise<string[]>;
   usage(sessionId: string): Promise<SessionUsage>;
   /**
    * The server's event stream, for every directory it serves. Ends when the server closes it or `signal` aborts; callers reconnect themselves

@@ -133,6 +133,11 @@ export class FakeOpencode implements OpencodeApi {
     return this.session(sessionId).messages;
   }
 
+  async userMessageTexts(sessionId: string): Promise<string[]> {
+    this.check(`userMessageTexts ${sessionId}`);
+    return this.dropPrompts ? [] : this.session(sessionId).prompts.map((prompt) => prompt.text);
+  }
+
   async usage(sessionId: string): Promise<SessionUsage> {
     this.check(`usage ${sessionId}`);
     return this.session(sessionId).usage;
