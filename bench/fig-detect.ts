@@ -16,11 +16,18 @@ function random(seed: number): () => number {
 }
 
 /**
- * Wait (real time, up to 2 s) until tmux no longer lists the killed pane. Simulated time puts seconds between the kill
- * and the next sweep, which real time here does not: a tmux server whose last pane was killed is still shutting down
- * for a moment, and a sweep asking it then learns nothing (it answers neither with its panes nor "no server").
+ * Kill the agent's pane and process, then wait (real time, up to 2 s) until tmux no longer lists the pane. Simulated
+ * time puts seconds between the kill and the next sweep, which real time here does not; a sweep run the moment after
+ * the kill, while tmux was still taking the pane (and its server, whose last pane it was) down, sometimes saw nothing
+ * yet and declared the agent one sweep late.
  */
-async function tmuxSettled(socket: string, paneId: string): Promise<void> {
+async function killAgent(socket: string, paneId: string, pid: number): Promise<void> {
+  tmux.tmux(socket, ["kill-pane", "-t", paneId]);
+  try {
+    process.kill(pid, "SIGKILL");
+  } catch {
+    // the pane took it down already
+  }
   const deadline = Date.now() + 2_000;
   while (Date.now() < deadline) {
     const listed = tmux.tmux(socket, ["list-panes", "-a", "-F", "#{pane_id}"]);
@@ -82,13 +89,7 @@ export async function benchDetectDefault(quick: boolean): Promise<Figure[]> {
           if (!killed && sweepAt >= killAt) {
             killed = true;
             floor.push((sweepAt - killAt) / 1000);
-            tmux.tmux(socket, ["kill-pane", "-t", paneId]);
-            try {
-              process.kill(Number(pid), "SIGKILL");
-            } catch {
-              // the pane took it down already
-            }
-            await tmuxSettled(socket, paneId);
+            await killAgent(socket, paneId, Number(pid));
           }
           ctx.clock.set(sweepAt);
           const report = await sweeper.sweep();

@@ -90,11 +90,32 @@ interface Project {
 const FLOOR_SESSION = "floor";
 
 function floorPane(socket: string, command: string[]): { paneId: string; panePid: number } {
-  const exists = tmux.tmux(socket, ["has-session", "-t", `=${FLOOR_SESSION}`]).code === 0;
-  const create = exists
-    ? ["new-window", "-d", "-t", `=${FLOOR_SESSION}:`]
-    : ["new-session", "-d", "-s", FLOOR_SESSION, "-x", "200", "-y", "50"];
-  const out = tmux.tmux(socket, [...create, "-P", "-F", "#{pane_id} #{pane_pid}", "--", ...command]);
+  if (tmux.tmux(socket, ["has-session", "-t", `=${FLOOR_SESSION}`]).code !== 0) {
+    // A window that stays, so the session outlives its other panes (its hooks go with it).
+    const made = tmux.tmux(socket, [
+      "new-session",
+      "-d",
+      "-s",
+      FLOOR_SESSION,
+      "-x",
+      "200",
+      "-y",
+      "50",
+      "sleep 86400",
+    ]);
+    if (made.code !== 0) throw new Error(`floor session: ${made.stderr}`);
+  }
+  const out = tmux.tmux(socket, [
+    "new-window",
+    "-d",
+    "-t",
+    `=${FLOOR_SESSION}:`,
+    "-P",
+    "-F",
+    "#{pane_id} #{pane_pid}",
+    "--",
+    ...command,
+  ]);
   const [paneId = "", pid = "0"] = out.stdout.trim().split(" ");
   if (out.code !== 0 || !paneId) throw new Error(`floor pane: ${out.stderr}`);
   return { paneId, panePid: Number(pid) };
@@ -200,7 +221,11 @@ async function deathFloor(
   await Bun.sleep(200);
   const started = performance.now();
   process.kill(pane.panePid, "SIGKILL");
-  await waiter.exited;
+  const noticed = await Promise.race([waiter.exited.then(() => true), Bun.sleep(10_000).then(() => false)]);
+  if (!noticed) {
+    waiter.kill();
+    throw new Error("tmux gave no pane-exited notice within 10 s");
+  }
   const notice = performance.now() - started;
   const response = await fetch(`${project.url}/session/${id}?${query}`, {
     method: "DELETE",

@@ -71,6 +71,11 @@ class DurableSeries {
  * file, the journal, tmux) beside a directory listing, and 3d exists only while transitions go through a journal.
  */
 export async function benchSweep(quick: boolean): Promise<Figure[]> {
+  return [...(await freshSweeps(quick)), ...(await inactiveSweeps(quick))];
+}
+
+/** 3a and 3b, by turns with their floors. */
+async function freshSweeps(quick: boolean): Promise<Figure[]> {
   const runs = quick ? 3 : 10;
   const cold: number[] = [];
   const warm: number[] = [];
@@ -101,7 +106,18 @@ export async function benchSweep(quick: boolean): Promise<Figure[]> {
     await fresh.cleanup();
   }
   note(`sweep: fresh ${runs} runs`);
+  return [
+    figure("3a", "sweep of 1000 fresh agents, new sweeper (reads every file)", "ms", cold, {
+      floor: { what: "read and parse 1001 agent files and slots", samples: readFloor, maxRatio: 2 },
+    }),
+    figure("3b", "sweep of 1000 fresh agents, steady state", "ms", warm, {
+      floor: { what: "list the agents directory", samples: listFloor },
+    }),
+  ];
+}
 
+/** 3c and 3d, each sweep by turns with the replay of what it wrote. */
+async function inactiveSweeps(quick: boolean): Promise<Figure[]> {
   const inactiveRuns = quick ? 2 : 5;
   const inactive = new DurableSeries();
   const following = new DurableSeries();
@@ -153,12 +169,6 @@ export async function benchSweep(quick: boolean): Promise<Figure[]> {
     },
   });
   return [
-    figure("3a", "sweep of 1000 fresh agents, new sweeper (reads every file)", "ms", cold, {
-      floor: { what: "read and parse 1001 agent files and slots", samples: readFloor, maxRatio: 2 },
-    }),
-    figure("3b", "sweep of 1000 fresh agents, steady state", "ms", warm, {
-      floor: { what: "list the agents directory", samples: listFloor },
-    }),
     figure(
       "3c",
       "sweep: 1000 agents go inactive at once (tasks, notice, history batched)",
