@@ -171,7 +171,7 @@ async function inactiveSweeps(quick: boolean): Promise<Figure[]> {
   return [
     figure(
       "3c",
-      "sweep: 1000 agents go inactive at once (tasks, notice, history batched)",
+      "sweep: 1000 agents go inactive at once (their tasks back to pending, one leader notice)",
       "ms",
       inactive.samples,
       durable(inactive, 3),

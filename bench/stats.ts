@@ -94,9 +94,17 @@ export function figure(
   return out;
 }
 
-/** Tag figures with the load around their run; a load above the core count makes wall-clock figures unjudged. */
-export function withLoad(figures: readonly Figure[], load: Load, cores = os.cpus().length): Figure[] {
-  const noisy = Math.max(load.before, load.after) > cores;
+/**
+ * Tag figures with the load around their run; a load above the core count makes wall-clock figures unjudged. The
+ * load after includes the group's own processes (`own`: how many it keeps busy at once), so those are allowed for.
+ */
+export function withLoad(
+  figures: readonly Figure[],
+  load: Load,
+  own: number,
+  cores = os.cpus().length,
+): Figure[] {
+  const noisy = load.before > cores || load.after > cores + own - 1;
   return figures.map((f) => {
     if (!noisy || f.loadFree) return { ...f, load };
     const { met: _unjudged, ...rest } = f;
