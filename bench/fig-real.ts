@@ -254,7 +254,7 @@ interface RealSamples {
  */
 async function detectDeleted(
   main: OpencodeServer,
-  project: Project,
+  project: () => Project,
   info: ServerInfo,
   socket: string,
   agents: readonly Spawned[],
@@ -290,7 +290,7 @@ async function detectDeleted(
         out.deleted.push((performance.now() - started) / 1000);
       },
       async (n) => {
-        const floor = await deathFloor(project, socket, n);
+        const floor = await deathFloor(project(), socket, n);
         out.deletedFloor.push(floor.whole);
         out.deathNotice.push(floor.notice);
       },
@@ -315,7 +315,13 @@ async function warmRuns(
   if (!info) throw new Error("no ServerInfo after a spawn");
   const project: Project = { url: `http://127.0.0.1:${info.port}`, dir: main.projectDir };
   let n = 0;
-  const hand = (samples: number[]) => () => handSpawn(project, socket, `floor-${n++}`, samples);
+  // The server as the plugin last recorded it: when it had to start the project's server again, on another port,
+  // the hand-made spawns follow it there.
+  const current = (): Project => {
+    const now = serverInfo(main.projectDir);
+    return now ? { url: `http://127.0.0.1:${now.port}`, dir: main.projectDir } : project;
+  };
+  const hand = (samples: number[]) => () => handSpawn(current(), socket, `floor-${n++}`, samples);
   // Back to back, as a leader spawning a team does: each pane's `opencode attach` is still booting (a core for a
   // second or two) during the next spawn, the hand-made ones' as much as the plugin's.
   const backToBack = await spawnSeries(
@@ -326,7 +332,7 @@ async function warmRuns(
   );
   note(`spawn: ${runs} warm back to back, and ${runs} by hand`);
   const spawned = [first, ...backToBack.spawned];
-  await detectDeleted(main, project, info, socket, spawned.slice(0, deleteRuns), out);
+  await detectDeleted(main, current, info, socket, spawned.slice(0, deleteRuns), out);
   note(`session deleted: ${out.deleted.length} runs`);
 
   // Spaced, each after the previous pane has settled, into a second team. The first team's panes go first: an idle

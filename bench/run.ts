@@ -68,26 +68,38 @@ process.stderr.write(
   `machine: ${machine.cores} cores (${machine.cpu}), ${machine.memoryGiB} GiB, ${machine.platform}; node ${machine.node}, bun ${machine.bun}, opencode ${machine.opencode}\n`,
 );
 const figures: Figure[] = [];
+const failed: string[] = [];
 for (const group of GROUPS) {
   if (only && !only.has(group.id)) continue;
   const before = os.loadavg()[0] ?? 0;
   process.stderr.write(`figure ${group.id}… (load ${before.toFixed(2)})\n`);
-  const measured = await group.run(quick);
-  figures.push(...withLoad(measured, { before, after: os.loadavg()[0] ?? 0 }, group.own, machine.cores));
+  try {
+    const measured = await group.run(quick);
+    figures.push(...withLoad(measured, { before, after: os.loadavg()[0] ?? 0 }, group.own, machine.cores));
+  } catch (error) {
+    // The other groups' figures are still worth printing; the run as a whole is not complete.
+    failed.push(group.id);
+    process.stderr.write(
+      `figure ${group.id} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
+  }
 }
 const totalS = (performance.now() - started) / 1000;
 const table = markdownTable(figures);
 const machineLine = `${machine.date.slice(0, 10)}, ${machine.cores} cores (${machine.cpu}), ${machine.memoryGiB} GiB RAM, ${machine.platform}; Node ${machine.node}, Bun ${machine.bun}, OpenCode ${machine.opencode}${quick ? "; --quick" : ""}${only ? `; only ${[...only].join(",")}` : ""}`;
-process.stdout.write(`\n${machineLine}\n\n${table}\n\n(${totalS.toFixed(0)} s)\n`);
+process.stdout.write(
+  `\n${machineLine}\n\n${table}\n\n(${totalS.toFixed(0)} s)${failed.length > 0 ? `; failed: ${failed.join(",")}` : ""}\n`,
+);
 
 const resultsDir = path.join(REPO_ROOT, "bench", "results");
 await mkdir(resultsDir, { recursive: true });
 await writeFile(
   path.join(resultsDir, "latest.json"),
-  `${JSON.stringify({ machine, quick, only: only ? [...only] : null, durationS: totalS, figures }, null, 2)}\n`,
+  `${JSON.stringify({ machine, quick, only: only ? [...only] : null, durationS: totalS, failed, figures }, null, 2)}\n`,
 );
 // Only a complete run speaks for the project.
-if (!quick && !only) {
+if (failed.length > 0) process.exitCode = 1;
+else if (!quick && !only) {
   const readmePath = path.join(REPO_ROOT, "README.md");
   const readme = await readFile(readmePath, "utf8").catch(() => "");
   const body = `Measured ${machineLine} (${totalS.toFixed(0)} s). ${LEGEND}\n\n${table}`;
