@@ -30,8 +30,6 @@ interface Spawned {
 const TEAMS_DIR = path.join(".opencode", "opencode-teams");
 /** Long enough for the previous pane's `opencode attach` to finish booting. */
 const SPACED_PAUSE_MS = 3_000;
-/** Set once measured: see realFigures. */
-const SEVEN_B_MAX_RATIO = 3;
 
 /** Run one tool call in the leader's session through the scripted model; its output and how long `execute` took. */
 async function callTool<T>(
@@ -416,6 +414,14 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
   return realFigures(out);
 }
 
+/**
+ * Targets. Warm spawns 2x: on top of the three steps done by hand, spawn-agent proves the prompt landed (the session's
+ * messages), writes the agent file durably and waits the short settle that tells a running `opencode attach` from a
+ * binary that exits at once; none of it should cost as much as the steps themselves. Cold 1.3x: a cold spawn is a
+ * server start and then a warm spawn, which is short beside the start. 7b 2x: beyond the kill, the DELETE and tmux's
+ * own notice, the detection takes the server's session.deleted event to the monitor and one durable write of the
+ * agent file (and the bench looks every 10 ms).
+ */
 function realFigures(out: RealSamples): Figure[] {
   const handFloor = "POST /session + prompt_async + tmux pane with opencode attach, by hand";
   return [
@@ -445,7 +451,7 @@ function realFigures(out: RealSamples): Figure[] {
         floor: {
           what: "same kill + DELETE by hand, tmux pane-exited hook to wait-for",
           samples: out.deletedFloor,
-          maxRatio: SEVEN_B_MAX_RATIO,
+          maxRatio: 2,
           also: { what: "the hook's notice alone", samples: out.deathNotice },
         },
       },
