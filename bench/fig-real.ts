@@ -199,14 +199,8 @@ async function deathFloor(
   };
   const pane = floorPane(socket, ["sleep", "3600"]);
   const channel = `floor-died-${n}`;
-  const hook = tmux.tmux(socket, [
-    "set-hook",
-    "-p",
-    "-t",
-    pane.paneId,
-    "pane-exited",
-    `wait-for -S ${channel}`,
-  ]);
+  // A hook of the floor session (it keeps a window): a pane's own hooks go with the pane before they could run.
+  const hook = tmux.tmux(socket, ["set-hook", "-t", FLOOR_SESSION, "pane-exited", `wait-for -S ${channel}`]);
   if (hook.code !== 0) throw new Error(`set-hook: ${hook.stderr}`);
   const env = { ...process.env };
   delete env.TMUX;
