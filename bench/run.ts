@@ -80,7 +80,7 @@ for (const group of GROUPS) {
     // The other groups' figures are still worth printing; the run as a whole is not complete.
     failed.push(group.id);
     process.stderr.write(
-      `figure ${group.id} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+      `figure ${group.id} failed: ${error instanceof Error ? `${error.name}: ${error.message}\n${error.stack ?? ""}` : JSON.stringify(error)}\n`,
     );
   }
 }
