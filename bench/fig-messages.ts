@@ -122,13 +122,12 @@ export async function benchMessages(quick: boolean): Promise<Figure[]> {
     }
     note(`messages: ${bursts} burst(s) of 100 notices`);
     return [
+      // No floor yet (a bare prompt_async to the same session would be one): judged by the issue's absolute target.
       figure("8a", "send-message -> recipient's model request, warm server", "ms", latency, {
-        text: "< 500 ms",
-        ok: (m) => m < 500,
+        absolute: { text: "< 500 ms", ok: (m) => m < 500 },
       }),
       figure("8b", "100 notices within 1 s -> messages in the leader's session", "msgs", counts, {
-        text: "<= 2",
-        ok: (m) => m <= 2,
+        absolute: { text: "<= 2", ok: (m) => m <= 2 },
       }),
     ];
   } finally {
