@@ -47,6 +47,11 @@ export const TeamsOptionsSchema = z.object({
   headlessPermissions: z.enum(["leader", "reject"]).default("leader"),
   /** How often the background loop checks that the agents' panes still exist (one `tmux list-panes -a`). */
   paneWatchMs: z.number().int().positive().default(1_000),
+  /**
+   * The leader's notices (agent inactive, completed, timed out): the first goes at once, the ones that follow within
+   * this window go together as one message when it ends.
+   */
+  noticeDigestMs: z.number().int().min(0).default(3_000),
   /** Turn the background monitor and sweep off (the CLI and tests that drive them by hand). */
   background: z.boolean().default(true),
 });

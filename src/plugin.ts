@@ -22,8 +22,10 @@ import { getAgentStatusTool } from "./tools/get-agent-status.ts";
 import { heartbeatTool } from "./tools/heartbeat.ts";
 import { killAgentTool } from "./tools/kill-agent.ts";
 import { listAgentsTool } from "./tools/list-agents.ts";
+import { readMessagesTool } from "./tools/read-messages.ts";
 import { requireCallerSession } from "./tools/result.ts";
 import { resumeAgentTool } from "./tools/resume-agent.ts";
+import { sendMessageTool } from "./tools/send-message.ts";
 import { spawnAgentTool } from "./tools/spawn-agent.ts";
 import { createTaskTool, listTasksTool, updateTaskTool } from "./tools/tasks.ts";
 
@@ -108,6 +110,8 @@ function toolsOf(ctx: TeamsContext): NonNullable<Hooks["tool"]> {
     "complete-agent": completeAgentTool(ctx),
     "resume-agent": resumeAgentTool(ctx),
     "answer-permission": answerPermissionTool(ctx),
+    "send-message": sendMessageTool(ctx),
+    "read-messages": readMessagesTool(ctx),
   };
 }
 

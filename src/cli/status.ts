@@ -15,6 +15,8 @@ export interface StatusRow {
   model: string;
   paneId: string | null;
   tasks: string[];
+  /** Messages and notices in its inbox that no read-messages returned yet. */
+  unread: number;
   /** What the agent waits on, e.g. `permission: bash (git push)`; null when nothing. */
   waiting: string | null;
 }
@@ -51,6 +53,8 @@ export async function collectStatus(
     const tasks = board.kind === "ok" ? board.value.tasks : [];
     const held = (agentId: string) =>
       tasks.filter((t) => t.assignee === agentId && t.status === "in_progress").map((t) => t.id);
+    const unreadOf = async (agentId: string) =>
+      (await ctx.store.readInbox(team, agentId)).items.filter((m) => !m.readAt).length;
     for (const view of listed.items) {
       const { state } = view;
       if (state.status === "terminated" && !includeTerminated) continue;
@@ -66,6 +70,7 @@ export async function collectStatus(
         paneId: state.paneId ?? null,
         tasks: held(state.agentId),
         waiting: waitingText(state),
+        unread: await unreadOf(state.agentId),
       });
     }
     // Agents whose state file is damaged: shown on every run, with what their traces tell.
@@ -85,6 +90,7 @@ export async function collectStatus(
         paneId: agent.paneId,
         tasks: held(agent.agentId),
         waiting: null,
+        unread: await unreadOf(agent.agentId),
       });
     }
   }
@@ -104,9 +110,10 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     { text: row.paneId ?? "-" },
     { text: row.tasks.join(",") || "-" },
     { text: row.waiting ?? "-", ...(row.waiting ? { style: "yellow" as const } : {}) },
+    { text: row.unread > 0 ? String(row.unread) : "-", style: row.unread > 0 ? "yellow" : undefined },
   ]);
   const table = renderTable(
-    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK", "WAITING"],
+    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK", "WAITING", "UNREAD"],
     rows,
     paint,
   );

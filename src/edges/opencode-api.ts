@@ -69,6 +69,8 @@ export interface OpencodeApi {
   answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void>;
   /** Answer a pending question with `answer`, or reject it when `answer` is undefined. */
   answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void>;
+  /** The text of every user message of the session, oldest first (a message's text parts joined with "\n"). */
+  userMessageTexts(sessionId: string): Promise<string[]>;
   usage(sessionId: string): Promise<SessionUsage>;
   /**
    * The server's event stream, for every directory it serves. Ends when the server closes it or `signal` aborts; callers reconnect themselves

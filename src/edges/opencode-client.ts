@@ -244,6 +244,15 @@ export class SdkOpencodeApi implements OpencodeApi {
     }
   }
 
+  async userMessageTexts(sessionId: string): Promise<string[]> {
+    const texts: string[] = [];
+    for (const { info, parts } of await this.messages(sessionId)) {
+      if (info.role !== "user") continue;
+      texts.push(parts.flatMap((part) => (part.type === "text" ? [part.text] : [])).join("\n"));
+    }
+    return texts;
+  }
+
   async usage(sessionId: string): Promise<SessionUsage> {
     const messages = await this.messages(sessionId);
     const usage: SessionUsage = { messages: messages.length, tokensIn: 0, tokensOut: 0, cost: 0 };

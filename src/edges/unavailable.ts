@@ -41,6 +41,9 @@ export class UnavailableOpencodeApi implements OpencodeApi {
   async answerQuestion(): Promise<never> {
     this.refuse();
   }
+  async userMessageTexts(): Promise<never> {
+    this.refuse();
+  }
   async usage(): Promise<never> {
     this.refuse();
   }

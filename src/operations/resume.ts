@@ -5,6 +5,7 @@ import { assertAgentId, assertTeamName } from "../state/paths.ts";
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
+import { handOverText, markHandedOver, storedMessages } from "./inbox.ts";
 import { finishAgent, readAgentOrFail } from "./kill.ts";
 import { CallerError, fail, type OpResult } from "./result.ts";
 import { claimBy, claimHolds, withoutClaim } from "./resume-claim.ts";
@@ -216,7 +217,10 @@ async function relaunch(
   }
 
   const sessionReused = await server.api.sessionExists(old.sessionId).catch(() => false);
-  const text = (agentId: string) => continuation ?? defaultContinuation(old, agentId);
+  // Messages sent to it while it was stopped were kept in its inbox: the continuation hands them over.
+  const stored = await storedMessages(ctx, team, old.agentId);
+  const handOver = stored.length > 0 ? `\n\n${handOverText(stored)}` : "";
+  const text = (agentId: string) => `${continuation ?? defaultContinuation(old, agentId)}${handOver}`;
   const launched = await launchAgent(
     ctx,
     {
@@ -239,6 +243,7 @@ async function relaunch(
     steps,
   );
   if (!launched.success) return launched;
+  if (launched.promptDelivery !== "failed") await markHandedOver(ctx, stored);
   if (!sessionReused) {
     warnings.push(
       `The previous session ${old.sessionId} no longer exists on the server: a new session got the original prompt`,

@@ -157,6 +157,11 @@ export class FakeOpencode implements OpencodeApi {
     this.answers.push({ request, response: answer ?? "reject" });
   }
 
+  async userMessageTexts(sessionId: string): Promise<string[]> {
+    this.check(`userMessageTexts ${sessionId}`);
+    return this.dropPrompts ? [] : this.session(sessionId).prompts.map((prompt) => prompt.text);
+  }
+
   async usage(sessionId: string): Promise<SessionUsage> {
     this.check(`usage ${sessionId}`);
     return this.session(sessionId).usage;
