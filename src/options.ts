@@ -37,6 +37,10 @@ export const TeamsOptionsSchema = z.object({
    * (OpenCode takes either for another project). Off: such a `cwd` is refused.
    */
   allowCwdOutsideProject: z.boolean().default(false),
+  /** Where agents' worktrees go (`<worktreeRoot>/<team>/<agent>`); default `<storage>/worktrees`. Relative: to the project root. */
+  worktreeRoot: z.string().min(1).optional(),
+  /** Keep every agent's worktree and branch when it ends, even a clean, unchanged one (specs/worktrees.md). */
+  keepWorktrees: z.boolean().default(false),
   /** Turn the background monitor and sweep off (the CLI and tests that drive them by hand). */
   background: z.boolean().default(true),
 });

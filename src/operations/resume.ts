@@ -214,6 +214,7 @@ async function relaunch(
       name: old.name,
       model: recordedModel(old),
       cwd: old.cwd,
+      ...(old.worktree ? { worktree: { reenter: old.worktree } } : {}),
       headless: old.headless,
       ...(old.timeoutMinutes !== undefined ? { timeoutMinutes: old.timeoutMinutes } : {}),
       ...(old.plan !== undefined ? { plan: old.plan } : {}),
