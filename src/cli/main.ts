@@ -9,6 +9,7 @@ import { painter } from "./format.ts";
 import { collectHistory, renderHistory } from "./history.ts";
 import { findProjectRoot } from "./project.ts";
 import { collectStatus, renderStatus } from "./status.ts";
+import { collectDiff, collectWorktrees, renderDiff, renderWorktrees } from "./worktrees.ts";
 
 const USAGE = `opencode-teams: see and check your agent teams
 
@@ -17,6 +18,8 @@ usage:
   opencode-teams watch [team] [--interval 2]       the status table, refreshed until Ctrl-C
   opencode-teams history <team> [--json]           agent runs: spawned, completed, interrupted, resumed...
   opencode-teams doctor [--json]                   check tmux, opencode, the server and the storage dir
+  opencode-teams worktrees [team] [--json]         agents' git worktrees: branch, commits ahead, dirty files, path
+  opencode-teams diff <team> <agent> [--json]      an agent's branch: commits, diffstat, uncommitted files
 
 options:
   --dir <path>   project directory (default: the git worktree around the current directory)
@@ -84,6 +87,21 @@ async function main(argv: string[]): Promise<number> {
       const report = await runDoctor(ctx);
       print(values.json ? JSON.stringify(report, null, 2) : renderDoctor(report, paint));
       return report.ok ? 0 : 1;
+    }
+    case "worktrees": {
+      const rows = await collectWorktrees(ctx, team);
+      print(values.json ? JSON.stringify(rows, null, 2) : renderWorktrees(rows, paint));
+      return 0;
+    }
+    case "diff": {
+      const agent = positionals[2];
+      if (!team || !agent) {
+        process.stderr.write("usage: opencode-teams diff <team> <agent name or id>\n");
+        return 2;
+      }
+      const view = await collectDiff(ctx, team, agent);
+      print(values.json ? JSON.stringify(view, null, 2) : renderDiff(view, paint));
+      return 0;
     }
     default:
       process.stderr.write(`unknown command '${command}'\n\n${USAGE}\n`);

@@ -31,7 +31,7 @@ export interface AgentDiffOutput {
 }
 
 /** An agent of the team with a worktree whose branch still exists, and that branch's tip. */
-async function agentBranch(
+export async function agentBranch(
   ctx: TeamsContext,
   input: AgentDiffInput,
 ): Promise<{ agent: AgentState & { worktree: AgentWorktree }; repo: string; tip: string }> {
@@ -53,6 +53,23 @@ async function agentBranch(
   return { agent: { ...agent, worktree }, repo, tip };
 }
 
+/** What an agent's worktree holds now: commits on its branch beyond its base, diffstat, uncommitted files. */
+export async function worktreeContents(
+  ctx: TeamsContext,
+  worktree: AgentWorktree,
+  repo: string,
+  tip: string,
+): Promise<Pick<AgentDiffOutput, "worktreeExists" | "ahead" | "commits" | "diffStat" | "uncommitted">> {
+  const git = gitOf(ctx);
+  const worktreeExists = (await lstat(worktree.path).catch(() => undefined)) !== undefined;
+  const [commits, diffStat, uncommitted] = await Promise.all([
+    git.commitsBetween(repo, worktree.base, tip),
+    git.diffStat(repo, worktree.base, tip),
+    worktreeExists ? git.changedFiles(worktree.path) : Promise.resolve([]),
+  ]);
+  return { worktreeExists, ahead: commits.length, commits, diffStat, uncommitted };
+}
+
 /** agent-diff: any member. What an agent's branch holds beyond its base, and what it has not committed. */
 export async function agentDiff(
   ctx: TeamsContext,
@@ -63,25 +80,13 @@ export async function agentDiff(
   assertAgentId(input.agentId);
   await requireMember(ctx, await loadTeam(ctx, input.teamName), callerSessionId);
   const { agent, repo, tip } = await agentBranch(ctx, input);
-  const git = gitOf(ctx);
-  const { base } = agent.worktree;
-  const worktreeExists = (await lstat(agent.worktree.path).catch(() => undefined)) !== undefined;
-  const [commits, diffStat, uncommitted] = await Promise.all([
-    git.commitsBetween(repo, base, tip),
-    git.diffStat(repo, base, tip),
-    worktreeExists ? git.changedFiles(agent.worktree.path) : Promise.resolve([]),
-  ]);
   return {
     success: true,
     agentId: agent.agentId,
     name: agent.name,
     status: agent.status,
     worktree: agent.worktree,
-    worktreeExists,
-    ahead: commits.length,
-    commits,
-    diffStat,
-    uncommitted,
+    ...(await worktreeContents(ctx, agent.worktree, repo, tip)),
   };
 }
 

@@ -281,3 +281,40 @@ describe("never lose work", () => {
     expect((await kill(a.agentId)).success).toBe(true);
   });
 });
+
+describe("CLI", () => {
+  beforeEach(() => setUp());
+  const CLI = path.join(import.meta.dir, "..", "..", "src", "cli", "main.ts");
+  async function cli(args: string[]) {
+    const child = Bun.spawn([process.execPath, CLI, ...args, "--dir", ctx.projectRoot], {
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { ...process.env, NO_COLOR: "1" },
+    });
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+      child.exited,
+    ]);
+    return { stdout, stderr, code };
+  }
+
+  test("worktrees lists agent, branch, ahead, dirty, path; diff shows commits and uncommitted files", async () => {
+    const a = await spawnOk({ name: "a" });
+    await commitFile(a.worktree.path, "app.txt", "v2\n", "edit app");
+    await writeFile(path.join(a.worktree.path, "scratch.txt"), "wip\n");
+    const listed = await cli(["worktrees"]);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/^AGENT\s+STATUS\s+BRANCH\s+AHEAD\s+DIRTY\s+PATH$/m);
+    expect(listed.stdout).toContain(`alpha/a  active  teams/alpha/a  1      1      ${a.worktree.path}`);
+    const diff = await cli(["diff", "alpha", "a"]);
+    expect(diff.code).toBe(0);
+    expect(diff.stdout).toContain("1 commit(s) ahead of base:");
+    expect(diff.stdout).toContain("edit app");
+    expect(diff.stdout).toContain("app.txt | 2 +-");
+    expect(diff.stdout).toContain("uncommitted (not merged by merge-agent): scratch.txt");
+    const missing = await cli(["diff", "alpha", "nobody"]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain("No agent 'nobody' in team 'alpha'");
+  });
+});
