@@ -1,6 +1,8 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
+import { basicAuthHeaders } from "../src/edges/opencode-client.ts";
 import { processRunning, terminateProcess } from "../src/edges/process-info.ts";
+import { recordedCredentials } from "../src/edges/server-auth.ts";
 import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
 import { startLiveness } from "../src/operations/background.ts";
 import { parseOptions } from "../src/options.ts";
@@ -142,7 +144,11 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
           killPane(socket, agent);
           const response = await fetch(
             `http://127.0.0.1:${info.port}/session/${agent.sessionId}?directory=${encodeURIComponent(main.projectDir)}`,
-            { method: "DELETE", signal: AbortSignal.timeout(10_000) },
+            {
+              method: "DELETE",
+              headers: basicAuthHeaders(recordedCredentials(info) ?? {}),
+              signal: AbortSignal.timeout(10_000),
+            },
           );
           if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
           await waitFor(

@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: measures the figures of issue 7 on this machine, prints the machine and a table, writes
+ * `npm run bench`: measures the project's performance figures on this machine, prints the machine and a table, writes
  * bench/results/latest.json (gitignored) and rewrites the table between the bench markers of README.md.
  * Options: `--quick` (fewer runs, for iteration; the README is left alone), `--only 1,3` (those figures only).
  */

@@ -1,5 +1,5 @@
 /**
- * The scenario the product exists for (issue 6), in one place for `npm run demo` and tests/e2e/scenario.test.ts, so
+ * The scenario the product exists for (see README, "Two commands"), in one place for `npm run demo` and tests/e2e/scenario.test.ts, so
  * the demo cannot drift from what the test checks.
  *
  * A leader creates a team and two tasks and spawns two workers into real tmux panes (`opencode attach`); each worker
@@ -15,7 +15,9 @@ import { createOpencodeClient } from "@opencode-ai/sdk";
 import { painter } from "../src/cli/format.ts";
 import { collectHistory, renderHistory } from "../src/cli/history.ts";
 import { collectStatus, renderStatus } from "../src/cli/status.ts";
+import { basicAuthHeaders } from "../src/edges/opencode-client.ts";
 import { processRunning, terminateProcess } from "../src/edges/process-info.ts";
+import { recordedCredentials } from "../src/edges/server-auth.ts";
 import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
 import { teamSessionName } from "../src/operations/agent-pane.ts";
 import type { TeamsContext } from "../src/operations/context.ts";
@@ -387,6 +389,8 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
   const project = createOpencodeClient({
     baseUrl: `http://127.0.0.1:${env.projectServer?.port}`,
     directory: server.projectDir,
+    // The server the plugin started has its own password, recorded in server.json.
+    headers: basicAuthHeaders((env.projectServer && recordedCredentials(env.projectServer)) ?? {}),
   });
   const workerMessages = async (sessionId: string): Promise<SessionMessage[]> =>
     (await project.session.messages({ path: { id: sessionId } })).data ?? [];

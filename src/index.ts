@@ -1,4 +1,5 @@
 import type { Plugin } from "@opencode-ai/plugin";
+import { releaseProjectServer } from "./operations/server-control.ts";
 import { createContext, createIdentityHook, createTools, startBackground } from "./plugin.ts";
 
 // Only the plugin itself is exported: OpenCode calls every exported function of this module as a plugin.
@@ -10,7 +11,15 @@ export const OpencodeTeamsPlugin: Plugin = async (input, options) => {
     "experimental.chat.system.transform": createIdentityHook(ctx, input),
     // Sessions living in this process report here; the monitor queues the event and returns at once.
     event: async ({ event }) => liveness?.monitor.handleEvent(event),
-    dispose: async () => liveness?.release(),
+    dispose: async () => {
+      await liveness?.release();
+      await releaseProjectServer(ctx).catch((error: unknown) => {
+        ctx.log(
+          "warn",
+          `could not stop the project server: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      });
+    },
   };
 };
 

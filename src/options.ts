@@ -1,6 +1,6 @@
 import { z } from "zod";
 
-/** Plugin options (the second element of a `"plugin": [["…", { … }]]` entry). Defaults are the seeds' timings. */
+/** Plugin options (the second element of a `"plugin": [["…", { … }]]` entry). Defaults: the timing tables of specs/heartbeat.md and specs/spawn-agent.md. */
 export const TeamsOptionsSchema = z.object({
   /** A heartbeat older than this counts a miss. */
   staleThresholdMs: z.number().int().positive().default(60_000),

@@ -5,7 +5,7 @@ import { systemClock } from "./clock.ts";
 import { GitCli } from "./edges/git.ts";
 import type { OpencodeApi } from "./edges/opencode-api.ts";
 import { SdkOpencodeApi } from "./edges/opencode-client.ts";
-import { ServerManager } from "./edges/server-manager.ts";
+import { outsideServerEnv, ServerManager } from "./edges/server-manager.ts";
 import { TmuxCli } from "./edges/tmux.ts";
 import { type LivenessHandle, startLiveness } from "./operations/background.ts";
 import type { Logger, TeamsContext } from "./operations/context.ts";
@@ -46,11 +46,22 @@ export function buildContext(input: {
   localServer: OpencodeApi;
 }): TeamsContext {
   const store = new TeamStore(new StoragePaths(resolveStorageRoot(input.projectRoot)));
+  // An older version left the storage dir readable by other users: close it as soon as a context exists.
+  void store
+    .secureRoot()
+    .then((tightened) => {
+      if (tightened)
+        input.log("warn", "the storage dir was readable by other users; it is now 0700", {
+          root: store.paths.root,
+        });
+    })
+    .catch(() => {});
   const servers = new ServerManager({
     projectRoot: input.projectRoot,
     paths: store.paths,
     startTimeoutMs: input.options.serverStartTimeoutMs,
     opencodeBin: input.options.opencodeBin,
+    log: input.log,
   });
   return {
     projectRoot: input.projectRoot,
@@ -61,10 +72,11 @@ export function buildContext(input: {
     edges: {
       projectServer: async () => (await servers.current())?.api,
       ensureProjectServer: () => servers.ensureRunning(),
+      serverControl: servers,
       opencodeBinary: () => servers.opencodeBinary(),
       localServer: input.localServer,
-      tmux: new TmuxCli(),
-      git: new GitCli(),
+      tmux: new TmuxCli("tmux", outsideServerEnv(process.env)),
+      git: new GitCli("git", outsideServerEnv(process.env)),
     },
   };
 }

@@ -1,11 +1,8 @@
 import { readdir, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { resolveOpencodeBinary } from "../edges/opencode-binary.ts";
-import { SdkOpencodeApi, serverAuthFromEnv } from "../edges/opencode-client.ts";
-import { pidAlive } from "../edges/process.ts";
 import type { TeamsContext } from "../operations/context.ts";
-import { ServerInfoSchema } from "../state/schemas.ts";
-import { readJson } from "../state/store.ts";
+import { checkPluginConfigured, checkPluginLoads } from "./doctor-plugin.ts";
 import type { Painter } from "./format.ts";
 
 export type CheckLevel = "ok" | "warn" | "fail";
@@ -20,7 +17,8 @@ export interface Check {
 
 async function runVersion(argv: string[]): Promise<string | undefined> {
   try {
-    const child = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+    // The environment as main.ts left it (Bun.spawn's default is the one the process started with).
+    const child = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore", env: process.env });
     const timer = setTimeout(() => child.kill(), 10_000);
     const [out, code] = await Promise.all([new Response(child.stdout).text(), child.exited]);
     clearTimeout(timer);
@@ -109,35 +107,28 @@ async function checkStorage(ctx: TeamsContext): Promise<Check[]> {
 }
 
 async function checkServer(ctx: TeamsContext): Promise<Check> {
-  const info = await readJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema);
-  if (info.kind !== "ok") {
-    return {
-      name: "server",
-      level: "ok",
-      detail: "no OpenCode server recorded for this project; the first spawn-agent starts one",
-    };
-  }
-  const { pid, hostname, port } = info.value;
-  if (!pidAlive(pid)) {
-    return {
-      name: "server",
-      level: "warn",
-      detail: `the recorded server (pid ${pid}, port ${port}) is not running`,
-      fix: "the next spawn-agent starts a new one; agents of the old server show as inactive",
-    };
-  }
-  const api = new SdkOpencodeApi(`http://${hostname}:${port}`, {
-    directory: ctx.projectRoot,
-    ...serverAuthFromEnv(),
-  });
-  return (await api.healthy(2_000))
-    ? { name: "server", level: "ok", detail: `http://${hostname}:${port} (pid ${pid}) is healthy` }
-    : {
+  const report = await ctx.edges.serverControl?.report();
+  if (!report)
+    return { name: "server", level: "warn", detail: "the project server cannot be checked from here" };
+  switch (report.state) {
+    case "running":
+    case "none":
+      return { name: "server", level: "ok", detail: report.detail };
+    case "stopped":
+      return {
+        name: "server",
+        level: "warn",
+        detail: report.detail,
+        fix: "the next spawn-agent starts a new one; agents of the old server show as inactive",
+      };
+    default:
+      return {
         name: "server",
         level: "fail",
-        detail: `pid ${pid} runs but http://${hostname}:${port}/global/health does not answer`,
-        fix: `see ${info.value.logPath}; if OPENCODE_SERVER_PASSWORD protects it, export it here too`,
+        detail: report.detail,
+        fix: `see ${report.info?.logPath ?? "the server log"}; \`opencode-teams server stop\` stops it, the next spawn-agent starts a new one`,
       };
+  }
 }
 
 export interface DoctorReport {
@@ -152,6 +143,8 @@ export async function runDoctor(ctx: TeamsContext): Promise<DoctorReport> {
     await checkOpencode(ctx.projectRoot),
     ...(await checkStorage(ctx)),
     await checkServer(ctx),
+    checkPluginConfigured(ctx.projectRoot),
+    await checkPluginLoads(ctx.projectRoot),
   ];
   return { ok: checks.every((check) => check.level !== "fail"), projectRoot: ctx.projectRoot, checks };
 }

@@ -7,7 +7,9 @@ import { buildContext } from "../plugin.ts";
 import { renderDoctor, runDoctor } from "./doctor.ts";
 import { painter } from "./format.ts";
 import { collectHistory, renderHistory } from "./history.ts";
+import { nextSteps, renderInit, runInit } from "./init.ts";
 import { findProjectRoot } from "./project.ts";
+import { runServerCommand } from "./server.ts";
 import { collectStatus, renderStatus } from "./status.ts";
 import { collectDiff, collectWorktrees, renderDiff, renderWorktrees } from "./worktrees.ts";
 
@@ -17,7 +19,9 @@ usage:
   opencode-teams status [team] [--all] [--json]    agents: status, health, heartbeat age, model, pane, task
   opencode-teams watch [team] [--interval 2]       the status table, refreshed until Ctrl-C
   opencode-teams history <team> [--json]           agent runs: spawned, completed, interrupted, resumed...
-  opencode-teams doctor [--json]                   check tmux, opencode, the server and the storage dir
+  opencode-teams doctor [--json]                   check tmux, opencode, the plugin, the server and the storage dir
+  opencode-teams init [--global] [--undo]          add the plugin to opencode.json (or ~/.config/opencode), then doctor
+  opencode-teams server status|stop [--json]       the project's OpenCode server: is it ours and healthy; stop it
   opencode-teams worktrees [team] [--json]         agents' git worktrees: branch, commits ahead, dirty files, path
   opencode-teams diff <team> <agent> [--json]      an agent's branch: commits, diffstat, uncommitted files
 
@@ -28,6 +32,8 @@ options:
   --no-color     plain output even on a terminal`;
 
 async function main(argv: string[]): Promise<number> {
+  // The bin launcher may run us on OpenCode's binary acting as Bun; the opencode we start ourselves must be OpenCode.
+  delete process.env.BUN_BE_BUN;
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -38,6 +44,8 @@ async function main(argv: string[]): Promise<number> {
       "no-color": { type: "boolean", default: false },
       interval: { type: "string", default: "2" },
       help: { type: "boolean", short: "h", default: false },
+      global: { type: "boolean", default: false },
+      undo: { type: "boolean", default: false },
     },
   });
   const [command, team] = positionals;
@@ -83,6 +91,18 @@ async function main(argv: string[]): Promise<number> {
       print(values.json ? JSON.stringify(view, null, 2) : renderHistory(view, paint));
       return 0;
     }
+    case "init": {
+      const init = await runInit({
+        projectRoot,
+        scope: values.global ? "global" : "project",
+        undo: values.undo,
+      });
+      print(renderInit(init));
+      if (values.undo) return 0;
+      const report = await runDoctor(ctx);
+      print(`${renderDoctor(report, paint)}\n\n${nextSteps(projectRoot)}`);
+      return report.ok ? 0 : 1;
+    }
     case "doctor": {
       const report = await runDoctor(ctx);
       print(values.json ? JSON.stringify(report, null, 2) : renderDoctor(report, paint));
@@ -102,6 +122,11 @@ async function main(argv: string[]): Promise<number> {
       const view = await collectDiff(ctx, team, agent);
       print(values.json ? JSON.stringify(view, null, 2) : renderDiff(view, paint));
       return 0;
+    }
+    case "server": {
+      const result = await runServerCommand(ctx, team);
+      print(values.json ? JSON.stringify(result.output, null, 2) : result.text);
+      return result.code;
     }
     default:
       process.stderr.write(`unknown command '${command}'\n\n${USAGE}\n`);

@@ -23,8 +23,11 @@ export interface OpencodeApi {
   readonly baseUrl: string;
   /** `GET /global/health` answered with healthy: true within `timeoutMs`. */
   healthy(timeoutMs?: number): Promise<boolean>;
-  /** Non-idle sessions and what they are doing. */
-  sessionStatuses(): Promise<Record<string, SessionActivity>>;
+  /**
+   * Non-idle sessions of these directories and what they are doing (default: the directory the client names). The
+   * server lists a session only under the directory it was created in, so ask for every agent's `cwd`.
+   */
+  sessionStatuses(directories?: readonly string[]): Promise<Record<string, SessionActivity>>;
   /** true / false when the server answered; throws when it could not be asked. */
   sessionExists(sessionId: string): Promise<boolean>;
   createSession(input: { title: string; directory: string }): Promise<{ id: string }>;
@@ -39,7 +42,7 @@ export interface OpencodeApi {
   messageCount(sessionId: string): Promise<number>;
   usage(sessionId: string): Promise<SessionUsage>;
   /**
-   * The server's event stream. Ends when the server closes it or `signal` aborts; callers reconnect themselves
+   * The server's event stream, for every directory it serves. Ends when the server closes it or `signal` aborts; callers reconnect themselves
    * (OpenCode keeps no replay, so re-read sessionStatuses() after every reconnect).
    */
   events(signal: AbortSignal): AsyncIterable<Event>;

@@ -20,9 +20,15 @@ export function serverAuthFromEnv(env: NodeJS.ProcessEnv = process.env): {
   return password ? { password, username: env.OPENCODE_SERVER_USERNAME || "opencode" } : {};
 }
 
-function authHeaders(options: OpencodeClientOptions): Record<string, string> {
-  if (!options.password) return {};
-  const token = Buffer.from(`${options.username ?? "opencode"}:${options.password}`).toString("base64");
+/** The basic-auth header for a protected server (user "opencode" unless named); none without a password. */
+export function basicAuthHeaders(credentials: {
+  password?: string;
+  username?: string;
+}): Record<string, string> {
+  if (!credentials.password) return {};
+  const token = Buffer.from(`${credentials.username ?? "opencode"}:${credentials.password}`).toString(
+    "base64",
+  );
   return { Authorization: `Basic ${token}` };
 }
 
@@ -48,7 +54,7 @@ export class SdkOpencodeApi implements OpencodeApi {
     this.timeoutMs = options.requestTimeoutMs ?? 10_000;
     this.client =
       client ??
-      createOpencodeClient({ baseUrl, directory: options.directory, headers: authHeaders(options) });
+      createOpencodeClient({ baseUrl, directory: options.directory, headers: basicAuthHeaders(options) });
   }
 
   private signal(timeoutMs = this.timeoutMs): AbortSignal {
@@ -69,7 +75,7 @@ export class SdkOpencodeApi implements OpencodeApi {
   async healthy(timeoutMs = 500): Promise<boolean> {
     try {
       const response = await fetch(new URL("/global/health", this.baseUrl), {
-        headers: authHeaders(this.options),
+        headers: basicAuthHeaders(this.options),
         signal: this.signal(timeoutMs),
       });
       if (!response.ok) return false;
@@ -80,12 +86,18 @@ export class SdkOpencodeApi implements OpencodeApi {
     }
   }
 
-  async sessionStatuses(): Promise<Record<string, SessionActivity>> {
-    const data = await this.call("GET /session/status", () =>
-      this.client.session.status({ signal: this.signal() }),
+  async sessionStatuses(
+    directories: readonly string[] = [this.options.directory],
+  ): Promise<Record<string, SessionActivity>> {
+    const lists = await Promise.all(
+      [...new Set(directories)].map((directory) =>
+        this.call(`GET /session/status?directory=${directory}`, () =>
+          this.client.session.status({ query: { directory }, signal: this.signal() }),
+        ),
+      ),
     );
     const out: Record<string, SessionActivity> = {};
-    for (const [id, status] of Object.entries(data)) out[id] = status.type;
+    for (const data of lists) for (const [id, status] of Object.entries(data)) out[id] = status.type;
     return out;
   }
 
@@ -171,21 +183,22 @@ export class SdkOpencodeApi implements OpencodeApi {
    * Read over a plain fetch rather than the SDK's `event.subscribe`: on abort, the SDK cancels a reader whose stream
    * the abort has already errored and leaves that rejected promise unhandled (Bun reports it and the process exits
    * 1). One connection, no retries: the monitor reconnects itself and re-reads session statuses after each gap.
+   * `GET /event` carries only the events of the directory it names, so an agent spawned with its own `cwd` would go
+   * unheard: `GET /global/event` carries every directory's, each wrapped as `{ directory, payload }`.
    */
   async *events(signal: AbortSignal): AsyncIterable<Event> {
-    const url = new URL("/event", this.baseUrl);
-    url.searchParams.set("directory", this.options.directory);
+    const url = new URL("/global/event", this.baseUrl);
     let response: Response;
     try {
       response = await fetch(url, {
-        headers: { Accept: "text/event-stream", ...authHeaders(this.options) },
+        headers: { Accept: "text/event-stream", ...basicAuthHeaders(this.options) },
         signal,
       });
     } catch (error) {
       if (signal.aborted) return;
       throw error;
     }
-    if (!response.ok || !response.body) throw new Error(`GET /event failed (HTTP ${response.status})`);
+    if (!response.ok || !response.body) throw new Error(`GET /global/event failed (HTTP ${response.status})`);
     const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
     try {
@@ -210,7 +223,7 @@ export class SdkOpencodeApi implements OpencodeApi {
   }
 }
 
-/** The event in one server-sent-events block (its `data:` lines), if it is one. */
+/** The event in one server-sent-events block (its `data:` lines, a global `{ directory, payload }` frame), if any. */
 function parseSseData(block: string): Event | undefined {
   const data = block
     .split("\n")
@@ -219,7 +232,8 @@ function parseSseData(block: string): Event | undefined {
     .join("\n");
   if (!data) return undefined;
   try {
-    const event: unknown = JSON.parse(data);
+    const frame: unknown = JSON.parse(data);
+    const event = frame && typeof frame === "object" && "payload" in frame ? frame.payload : frame;
     return event && typeof event === "object" && "type" in event ? (event as Event) : undefined;
   } catch {
     return undefined;

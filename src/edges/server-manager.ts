@@ -1,27 +1,45 @@
-import { spawn } from "node:child_process";
-import { closeSync, openSync, writeSync } from "node:fs";
-import { mkdir, readFile, rename, stat } from "node:fs/promises";
+import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, fchmodSync, openSync, writeSync } from "node:fs";
+import { appendFile, chmod, mkdir, readFile, rename, rm, stat } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
+import writeFileAtomic from "write-file-atomic";
 import { withFileLock } from "../state/lock.ts";
-import { projectHash, type StoragePaths } from "../state/paths.ts";
-import { type ServerInfo, ServerInfoSchema } from "../state/schemas.ts";
-import { readJson, writeJson } from "../state/store.ts";
+import { PROJECT_ROOT_ENV, projectHash, STORAGE_DIR_ENV, type StoragePaths } from "../state/paths.ts";
+import { type ServerAuth, type ServerInfo, ServerInfoSchema } from "../state/schemas.ts";
+import { readJson } from "../state/store.ts";
 import type { OpencodeApi } from "./opencode-api.ts";
 import { resolveOpencodeBinary } from "./opencode-binary.ts";
-import { SdkOpencodeApi, serverAuthFromEnv } from "./opencode-client.ts";
-import { processCommandLine, processRunning, terminateProcess } from "./process-info.ts";
+import { SdkOpencodeApi } from "./opencode-client.ts";
+import { processRunning, terminateProcess } from "./process-info.ts";
+import {
+  AUTH_SOURCE_ENV,
+  newServerAuth,
+  PROBE_TIMEOUT_MS,
+  probeHealth,
+  probeHealthRepeatedly,
+  recordedCredentials,
+  type ServerCredentials,
+} from "./server-auth.ts";
+import {
+  checkListener,
+  type ListenerCheck,
+  listeningSockets,
+  processEnvironment,
+  processStartTicks,
+  socketOwners,
+} from "./server-identity.ts";
 
 export const PORT_FIRST = 28_000;
 export const PORT_LAST = 28_999;
 const HOSTNAME = "127.0.0.1";
-/** A fresh server can leave an early request unanswered, so every probe has its own short timeout. */
-const PROBE_TIMEOUT_MS = 500;
+/** A server that is alive but slow gets long probes: a busy 2-core machine can take seconds to answer. */
+const UNRESPONSIVE_PROBE_MS = 2_000;
 const LOG_TAIL_LINES = 15;
 const LOG_ROTATE_BYTES = 5 * 1024 * 1024;
 const START_ATTEMPTS = 3;
 
-/** `Failed to start OpenCode server: <details>`, the seed's wording; details end with the server log's last lines. */
+/** `Failed to start OpenCode server: <details>` (specs/spawn-agent.md); details end with the server log's last lines. */
 export class ServerStartError extends Error {
   override name = "ServerStartError";
   constructor(details: string) {
@@ -34,6 +52,8 @@ export interface ProjectServer {
   api: OpencodeApi;
   url: string;
   info: ServerInfo;
+  /** What the agents' panes (`opencode attach`) need to get in; absent for a server without a password. */
+  credentials?: ServerCredentials;
 }
 
 export interface ServerManagerConfig {
@@ -44,6 +64,8 @@ export interface ServerManagerConfig {
   /** Explicit `opencode` binary (plugin option); otherwise OPENCODE_TEAMS_OPENCODE_BIN, node_modules, PATH. */
   opencodeBin?: string;
   env?: NodeJS.ProcessEnv;
+  /** Where decisions about the server are logged besides the server log (the plugin's logger). */
+  log?: (level: "info" | "warn", message: string) => void;
 }
 
 /** The port a project tries first: stable for a path, so a restarted server is found where it was. */
@@ -67,50 +89,6 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-type Health = "healthy" | "unauthorized" | "unhealthy";
-
-function authHeaders(env: NodeJS.ProcessEnv): Record<string, string> {
-  const { password, username } = serverAuthFromEnv(env);
-  if (!password) return {};
-  return {
-    Authorization: `Basic ${Buffer.from(`${username ?? "opencode"}:${password}`).toString("base64")}`,
-  };
-}
-
-async function probeHealth(
-  url: string,
-  env: NodeJS.ProcessEnv,
-  timeoutMs = PROBE_TIMEOUT_MS,
-): Promise<Health> {
-  try {
-    const response = await fetch(`${url}/global/health`, {
-      headers: authHeaders(env),
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    if (response.status === 401 || response.status === 403) return "unauthorized";
-    if (!response.ok) return "unhealthy";
-    const body = (await response.json()) as { healthy?: unknown };
-    return body.healthy === true ? "healthy" : "unhealthy";
-  } catch {
-    return "unhealthy";
-  }
-}
-
-async function probeHealthRepeatedly(
-  url: string,
-  env: NodeJS.ProcessEnv,
-  attempts: number,
-  timeoutMs = PROBE_TIMEOUT_MS,
-): Promise<Health> {
-  let last: Health = "unhealthy";
-  for (let i = 0; i < attempts; i++) {
-    last = await probeHealth(url, env, timeoutMs);
-    if (last !== "unhealthy") return last;
-    if (i + 1 < attempts) await Bun.sleep(150);
-  }
-  return last;
-}
-
 async function logTail(file: string, fromByte: number): Promise<string> {
   try {
     const text = (await readFile(file)).subarray(fromByte).toString("utf8");
@@ -121,23 +99,101 @@ async function logTail(file: string, fromByte: number): Promise<string> {
   }
 }
 
-function serverEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+function serverEnv(
+  env: NodeJS.ProcessEnv,
+  auth: ServerAuth,
+  credentials: ServerCredentials,
+  markers: Record<string, string>,
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [key, value] of Object.entries(env)) if (value !== undefined) out[key] = value;
   // The server outlives the terminal it was started from; a stale $TMUX would point the plugin inside it at that
   // terminal's tmux session.
   delete out.TMUX;
   delete out.TMUX_PANE;
-  return out;
+  return {
+    ...out,
+    ...markers,
+    [AUTH_SOURCE_ENV]: auth.source,
+    OPENCODE_SERVER_USERNAME: credentials.username,
+    OPENCODE_SERVER_PASSWORD: credentials.password,
+  };
 }
 
 /**
- * One `opencode serve` per project, on 127.0.0.1, started detached in the project root (so it loads the project's
- * OpenCode config and with it this plugin) and recorded in ServerInfo for every process of the project to find.
+ * The environment without what serverEnv added, for programs the plugin starts from inside our server that outlive
+ * it or serve the user (a tmux server started here would hand the password and the leader's root to every shell the
+ * user opens in it). Unchanged outside our server.
+ */
+export function outsideServerEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const source = env[AUTH_SOURCE_ENV];
+  if (!source) return env;
+  const out = { ...env };
+  for (const key of [AUTH_SOURCE_ENV, PROJECT_ROOT_ENV, STORAGE_DIR_ENV]) delete out[key];
+  if (source === "generated") {
+    delete out.OPENCODE_SERVER_PASSWORD;
+    delete out.OPENCODE_SERVER_USERNAME;
+  }
+  return out;
+}
+
+/** What became of a spawned child, filled in as it happens. */
+interface ChildFate {
+  /** `<message>` when it could not be run at all. */
+  error?: string;
+  /** `exited with code <n>` / `was killed by <signal>`. */
+  exit?: string;
+}
+
+function watchChild(child: ChildProcess): ChildFate {
+  const fate: ChildFate = {};
+  child.on("error", (error) => {
+    fate.error = error.message;
+  });
+  child.on("exit", (code, signal) => {
+    fate.exit = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+  });
+  return fate;
+}
+
+function urlOf(port: number): string {
+  return `http://${HOSTNAME}:${port}`;
+}
+
+/** What ServerManager makes of a recorded server. */
+type Inspection =
+  | { kind: "healthy"; server: ProjectServer }
+  | { kind: "unauthorized"; info: ServerInfo }
+  /** Ours and alive, but it does not answer (or does not listen yet): never replaced behind its back. */
+  | { kind: "unresponsive"; info: ServerInfo; why: string }
+  /** Ours, but started without a password (by an older version): an open door. */
+  | { kind: "open"; info: ServerInfo }
+  /** Nothing of ours there: no record, the process is gone, or the pid or port belongs to someone else. */
+  | { kind: "absent"; check?: ListenerCheck };
+
+export type ServerState = "running" | "unresponsive" | "unauthorized" | "unprotected" | "stopped" | "none";
+
+/** The project server as `opencode-teams server status` and get-agent-status report it. */
+export interface ServerReport {
+  state: ServerState;
+  /** The recorded (or found) server; absent with state "none". */
+  info?: ServerInfo;
+  detail: string;
+}
+
+/** Servers this process started: the plugin stops only those on dispose. */
+const startedHere = new Set<number>();
+
+/**
+ * One `opencode serve` per project, on 127.0.0.1, protected by a password, started detached in the project root (so it
+ * loads the project's OpenCode config and with it this plugin) and recorded in ServerInfo for every process of the
+ * project to find. A recorded server is only used once its pid, command line and listening socket prove it ours.
  */
 export class ServerManager {
   private readonly env: NodeJS.ProcessEnv;
   private cached: { key: string; api: OpencodeApi } | undefined;
+  /** pid, port and start time of the last server that passed checkListener: current() is called on every sweep. */
+  private verifiedKey: string | undefined;
 
   constructor(private readonly config: ServerManagerConfig) {
     this.env = config.env ?? process.env;
@@ -151,6 +207,10 @@ export class ServerManager {
     return this.config.paths.serverLog(this.config.projectRoot);
   }
 
+  private get serverDir(): string {
+    return this.config.paths.serverDir(this.config.projectRoot);
+  }
+
   /** Which `opencode` runs the server and the agents' panes. */
   opencodeBinary(): string {
     if (this.config.opencodeBin) return this.config.opencodeBin;
@@ -160,16 +220,21 @@ export class ServerManager {
     return found;
   }
 
+  credentialsOf(info: ServerInfo): ServerCredentials | undefined {
+    return recordedCredentials(info, this.env);
+  }
+
   private wrap(info: ServerInfo): ProjectServer {
-    const url = `http://${info.hostname}:${info.port}`;
-    const key = `${url} ${info.pid}`;
+    const url = urlOf(info.port);
+    const credentials = this.credentialsOf(info);
+    const key = `${url} ${info.pid} ${credentials?.username}:${credentials?.password}`;
     if (this.cached?.key !== key) {
       this.cached = {
         key,
-        api: new SdkOpencodeApi(url, { directory: this.config.projectRoot, ...serverAuthFromEnv(this.env) }),
+        api: new SdkOpencodeApi(url, { directory: this.config.projectRoot, ...credentials }),
       };
     }
-    return { api: this.cached.api, url, info };
+    return { api: this.cached.api, url, info, ...(credentials ? { credentials } : {}) };
   }
 
   private async readInfo(): Promise<ServerInfo | undefined> {
@@ -177,54 +242,295 @@ export class ServerManager {
     return read.kind === "ok" ? read.value : undefined;
   }
 
-  /** The recorded server when its process is still there; never starts one. */
-  async current(): Promise<ProjectServer | undefined> {
-    const info = await this.readInfo();
-    return info && processRunning(info.pid) ? this.wrap(info) : undefined;
+  /** server.json holds the password: 0600 in a 0700 directory, whatever the umask or an older version left. */
+  private async ensureServerDir(): Promise<void> {
+    await mkdir(this.serverDir, { recursive: true, mode: 0o700 });
+    await chmod(this.serverDir, 0o700);
   }
 
-  /** Reuse the project's live server, or start one and wait until it is healthy. Throws ServerStartError. */
-  async ensureRunning(): Promise<ProjectServer> {
-    const live = await this.reusable(await this.readInfo(), 3);
-    if (live) return live;
-    return withFileLock(
-      path.join(this.config.paths.serverDir(this.config.projectRoot), "start"),
-      async () => {
-        // Whoever held the lock before us may have started it.
-        const info = await this.readInfo();
-        const again = await this.reusable(info, 3);
-        if (again) return again;
-        if (info) await this.retireWedged(info);
-        return this.start();
-      },
-      { maxWaitMs: this.config.startTimeoutMs + 15_000 },
-    );
+  private async writeInfo(info: ServerInfo): Promise<void> {
+    const valid = ServerInfoSchema.parse(info);
+    await this.ensureServerDir();
+    await writeFileAtomic(this.infoPath, `${JSON.stringify(valid, null, 2)}\n`, { mode: 0o600, fsync: true });
   }
 
-  private async reusable(info: ServerInfo | undefined, attempts: number): Promise<ProjectServer | undefined> {
-    if (!info || !processRunning(info.pid)) return undefined;
-    const url = `http://${info.hostname}:${info.port}`;
-    const health = await probeHealthRepeatedly(url, this.env, attempts);
-    if (health === "unauthorized") {
-      throw new ServerStartError(
-        `the project's server at ${url} (pid ${info.pid}) refuses our credentials; set OPENCODE_SERVER_PASSWORD (and OPENCODE_SERVER_USERNAME) to the ones it was started with`,
-      );
-    }
-    return health === "healthy" ? this.wrap(info) : undefined;
+  /** A line in the server log (never a password): what was decided about the server, and why. */
+  private async note(level: "info" | "warn", message: string): Promise<void> {
+    this.config.log?.(level, message);
+    await this.ensureServerDir()
+      .then(() =>
+        appendFile(this.logPath, `=== opencode-teams ${new Date().toISOString()}: ${message} ===\n`, {
+          mode: 0o600,
+        }),
+      )
+      .catch(() => {});
+  }
+
+  private async verify(info: ServerInfo): Promise<ListenerCheck> {
+    const ticks = await processStartTicks(info.pid);
+    const key = `${info.pid}:${info.port}:${ticks}`;
+    if (ticks !== undefined && key === this.verifiedKey && processRunning(info.pid)) return "ours";
+    const check = await checkListener(info.pid, HOSTNAME, info.port);
+    this.verifiedKey = check === "ours" && ticks !== undefined ? key : undefined;
+    return check;
   }
 
   /**
-   * A recorded server whose process lives but does not answer: give it a few long probes, then stop it, but only when
-   * the pid still runs `opencode ... serve` on the recorded port (a reused pid belongs to someone else).
+   * Identity first (pid, command line, listening socket: nothing is sent), then health with our credentials. The
+   * host is always 127.0.0.1, whatever the file says.
    */
-  private async retireWedged(info: ServerInfo): Promise<void> {
-    if (!processRunning(info.pid)) return;
-    const argv = await processCommandLine(info.pid);
-    const ours = argv?.includes("serve") && argv.includes(String(info.port));
-    if (!ours) return;
-    const url = `http://${info.hostname}:${info.port}`;
-    if ((await probeHealthRepeatedly(url, this.env, 3, 2_000)) !== "unhealthy") return;
-    await terminateProcess(info.pid, 3_000);
+  private async inspect(
+    info: ServerInfo | undefined,
+    attempts: number,
+    timeoutMs = PROBE_TIMEOUT_MS,
+  ): Promise<Inspection> {
+    if (!info) return { kind: "absent" };
+    const check = await this.verify(info);
+    if (check === "not-listening") {
+      return { kind: "unresponsive", info, why: `it does not listen on port ${info.port}` };
+    }
+    if (check !== "ours") return { kind: "absent", check };
+    const credentials = this.credentialsOf(info);
+    // Protected by the user's password, which this process was not given: as good as a wrong one.
+    if (!credentials) return info.auth ? { kind: "unauthorized", info } : { kind: "open", info };
+    const health = await probeHealthRepeatedly(urlOf(info.port), credentials, attempts, timeoutMs);
+    if (health === "healthy") return { kind: "healthy", server: this.wrap(info) };
+    if (health === "unauthorized") return { kind: "unauthorized", info };
+    return { kind: "unresponsive", info, why: "its health check does not answer" };
+  }
+
+  private refused(info: ServerInfo): ServerStartError {
+    return new ServerStartError(
+      `the project's server at ${urlOf(info.port)} (pid ${info.pid}) refuses our credentials; set OPENCODE_SERVER_PASSWORD (and OPENCODE_SERVER_USERNAME) to the ones it was started with, or stop it with \`opencode-teams server stop\``,
+    );
+  }
+
+  /** The recorded server when it is verified ours; never starts one and sends nothing to it. */
+  async current(): Promise<ProjectServer | undefined> {
+    const info = await this.readInfo();
+    return info && (await this.verify(info)) === "ours" ? this.wrap(info) : undefined;
+  }
+
+  /** Reuse the project's server, or start one and wait until it is healthy. Throws ServerStartError. */
+  async ensureRunning(): Promise<ProjectServer> {
+    const first = await this.inspect(await this.readInfo(), 3);
+    if (first.kind === "healthy") return first.server;
+    if (first.kind === "unauthorized") throw this.refused(first.info);
+    await this.ensureServerDir();
+    return withFileLock(
+      path.join(this.serverDir, "start"),
+      async () => {
+        // Whoever held the lock before us may have started it.
+        const info = await this.readInfo();
+        const seen = await this.inspect(info, 3);
+        switch (seen.kind) {
+          case "healthy":
+            return seen.server;
+          case "unauthorized":
+            throw this.refused(seen.info);
+          case "unresponsive":
+            return this.awaitUnresponsive(seen.info, seen.why);
+          case "open":
+            await this.note(
+              "warn",
+              `the project's server (pid ${seen.info.pid}) has no password (started by an older opencode-teams); stopping it and starting a protected one`,
+            );
+            await terminateProcess(seen.info.pid, 5_000);
+            return this.start();
+          case "absent":
+            if (info && seen.check) {
+              await this.note(
+                "warn",
+                `recorded server pid ${info.pid} port ${info.port} not used: ${seen.check}`,
+              );
+            }
+            return (await this.adoptOrphan()) ?? this.start();
+        }
+      },
+      { maxWaitMs: 2 * this.config.startTimeoutMs + 15_000 },
+    );
+  }
+
+  /**
+   * Our server, alive, but not answering: a busy machine or a long request, not a reason to kill the agents that use
+   * it. Wait up to `startTimeoutMs` more, then give up without touching it.
+   */
+  private async awaitUnresponsive(info: ServerInfo, why: string): Promise<ProjectServer> {
+    const waitMs = this.config.startTimeoutMs;
+    await this.note(
+      "warn",
+      `the project's server (pid ${info.pid}) is alive but ${why}; waiting up to ${waitMs} ms`,
+    );
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const seen = await this.inspect(info, 1, UNRESPONSIVE_PROBE_MS);
+      if (seen.kind === "healthy") return seen.server;
+      if (seen.kind === "unauthorized") throw this.refused(info);
+      // It exited meanwhile: nothing of ours is left to wait for.
+      if (seen.kind === "absent") return this.start();
+      if (Date.now() >= deadline) {
+        await this.note("warn", `the project's server (pid ${info.pid}) still unresponsive; left running`);
+        throw new ServerStartError(
+          `the project's server (pid ${info.pid}, ${urlOf(info.port)}) is alive but ${why} after ${waitMs} ms; it is left running because agents may be using it. See ${this.logPath}; if it stays so, stop it with \`opencode-teams server stop\` and spawn again`,
+        );
+      }
+      await Bun.sleep(500);
+    }
+  }
+
+  /**
+   * Our server when server.json is lost or damaged: a listener on one of the project's ports whose process runs our
+   * serve command and carries this project's root and storage in its environment (a server the user started by hand
+   * does not, and is never touched).
+   */
+  private async findOrphan(): Promise<
+    { pid: number; port: number; env: Record<string, string> } | undefined
+  > {
+    const listeners = await listeningSockets();
+    if (!listeners) return undefined;
+    for (const port of candidatePorts(this.config.projectRoot)) {
+      const inodes = listeners.get(port);
+      if (!inodes) continue;
+      for (const pid of await socketOwners(inodes)) {
+        if ((await checkListener(pid, HOSTNAME, port)) !== "ours") continue;
+        const env = await this.projectEnvironment(pid);
+        if (env) return { pid, port, env };
+      }
+    }
+    return undefined;
+  }
+
+  /** The environment of a process started by us for this project (its markers match), else undefined. */
+  private async projectEnvironment(pid: number): Promise<Record<string, string> | undefined> {
+    const env = await processEnvironment(pid);
+    const ours =
+      env?.[PROJECT_ROOT_ENV] === this.config.projectRoot && env[STORAGE_DIR_ENV] === this.config.paths.root;
+    return ours ? env : undefined;
+  }
+
+  /**
+   * Take back our server whose record was lost. Its password lives on in its own environment (readable by this user
+   * only, like server.json): reading it there keeps the agents that use the server running. If it cannot be read,
+   * nobody can use that server any more; it is stopped (it is verified ours) and a fresh one started.
+   */
+  private async adoptOrphan(): Promise<ProjectServer | undefined> {
+    const orphan = await this.findOrphan();
+    if (!orphan) return undefined;
+    const password = orphan.env.OPENCODE_SERVER_PASSWORD;
+    const username = orphan.env.OPENCODE_SERVER_USERNAME || "opencode";
+    if (password) {
+      const info: ServerInfo = {
+        version: 1,
+        projectPath: this.config.projectRoot,
+        pid: orphan.pid,
+        port: orphan.port,
+        hostname: HOSTNAME,
+        startedAt: new Date().toISOString(),
+        activeSessions: 0,
+        logPath: this.logPath,
+        // The user's own password stays unwritten, as when the server was started.
+        auth:
+          orphan.env[AUTH_SOURCE_ENV] === "environment"
+            ? { source: "environment", username }
+            : { source: "generated", username, password },
+      };
+      const health = await probeHealthRepeatedly(urlOf(orphan.port), { username, password }, 3);
+      if (health !== "unauthorized") {
+        await this.writeInfo(info);
+        await this.note(
+          "warn",
+          `server.json was missing or damaged; recorded our running server pid ${orphan.pid} again`,
+        );
+        return health === "healthy"
+          ? this.wrap(info)
+          : this.awaitUnresponsive(info, "its health check does not answer");
+      }
+    }
+    await this.note(
+      "warn",
+      `our server pid ${orphan.pid} lost its record and its password cannot be recovered; stopping it and starting a fresh one`,
+    );
+    await terminateProcess(orphan.pid, 5_000);
+    return undefined;
+  }
+
+  /** For `opencode-teams server status` and get-agent-status: what runs, checked without starting anything. */
+  async report(): Promise<ServerReport> {
+    const info = await this.readInfo();
+    if (!info) {
+      const orphan = await this.findOrphan();
+      return orphan
+        ? {
+            state: "unresponsive",
+            detail: `no server.json, but our server pid ${orphan.pid} listens on ${urlOf(orphan.port)}; the next spawn-agent records it again`,
+          }
+        : {
+            state: "none",
+            detail: "no OpenCode server recorded for this project; the first spawn-agent starts one",
+          };
+    }
+    const seen = await this.inspect(info, 1, UNRESPONSIVE_PROBE_MS);
+    const where = `${urlOf(info.port)} (pid ${info.pid})`;
+    switch (seen.kind) {
+      case "healthy":
+        return { state: "running", info, detail: `${where} is healthy` };
+      case "unauthorized":
+        return { state: "unauthorized", info, detail: `${where} refuses our credentials` };
+      case "unresponsive":
+        return {
+          state: "unresponsive",
+          info,
+          detail: `${where} is alive but ${seen.why}; see ${this.logPath}`,
+        };
+      case "open":
+        return {
+          state: "unprotected",
+          info,
+          detail: `${where} runs without a password; the next spawn-agent replaces it`,
+        };
+      case "absent":
+        return { state: "stopped", info, detail: `${where} is not running (${seen.check ?? "gone"})` };
+    }
+  }
+
+  /**
+   * Stop the project's server: the recorded one, or our orphan, and only a pid verified ours. server.json goes with
+   * it. Serialised with starts, so a concurrent spawn does not reuse a server being stopped.
+   */
+  async stop(reason: string): Promise<{ stopped: boolean; detail: string }> {
+    await this.ensureServerDir();
+    return withFileLock(
+      path.join(this.serverDir, "start"),
+      async () => {
+        const info = await this.readInfo();
+        let target: { pid: number; port: number } | undefined;
+        if (info) {
+          const check = await checkListener(info.pid, HOSTNAME, info.port);
+          // One that stopped listening (wedged, half shut down) is still ours to stop when it carries our markers.
+          const stale = check === "not-listening" && (await this.projectEnvironment(info.pid));
+          if (check === "ours" || stale) target = info;
+        }
+        target ??= await this.findOrphan();
+        if (!target) {
+          if (info) await rm(this.infoPath, { force: true });
+          return { stopped: false, detail: "no server of this project is running" };
+        }
+        await this.note("info", `stopping the project's server pid ${target.pid}: ${reason}`);
+        if (!(await terminateProcess(target.pid, 5_000))) {
+          return { stopped: false, detail: `pid ${target.pid} survived SIGKILL` };
+        }
+        startedHere.delete(target.pid);
+        await rm(this.infoPath, { force: true });
+        return { stopped: true, detail: `stopped ${urlOf(target.port)} (pid ${target.pid})` };
+      },
+      { maxWaitMs: 2 * this.config.startTimeoutMs + 15_000 },
+    );
+  }
+
+  /** Whether the recorded server is one this process started (the plugin's dispose only stops those). */
+  async startedByThisProcess(): Promise<boolean> {
+    const info = await this.readInfo();
+    return info !== undefined && startedHere.has(info.pid);
   }
 
   private async rotateLog(): Promise<void> {
@@ -236,7 +542,7 @@ export class ServerManager {
   }
 
   private async start(): Promise<ProjectServer> {
-    await mkdir(path.dirname(this.logPath), { recursive: true });
+    await this.ensureServerDir();
     await this.rotateLog();
     const binary = this.opencodeBinary();
     const tried = new Set<number>();
@@ -266,6 +572,35 @@ export class ServerManager {
     throw lastError ?? new ServerStartError("unknown failure");
   }
 
+  /** Poll a fresh server until it is healthy; what went wrong otherwise (the child is stopped on a timeout). */
+  private async awaitHealthy(
+    binary: string,
+    child: ChildProcess,
+    fate: ChildFate,
+    port: number,
+    credentials: ServerCredentials,
+  ): Promise<string | undefined> {
+    const url = urlOf(port);
+    const deadline = Date.now() + this.config.startTimeoutMs;
+    for (;;) {
+      if (fate.error) return `cannot run ${binary}: ${fate.error}`;
+      if (fate.exit) return `${binary} serve ${fate.exit} before it answered ${url}/global/health`;
+      // Our own child, but the port may be someone else's until our child holds it: check before sending the password.
+      if (
+        child.pid !== undefined &&
+        (await checkListener(child.pid, HOSTNAME, port)) === "ours" &&
+        (await probeHealth(url, credentials)) === "healthy"
+      ) {
+        return undefined;
+      }
+      if (Date.now() >= deadline) {
+        if (child.pid !== undefined) await terminateProcess(child.pid, 2_000);
+        return `${binary} serve did not answer ${url}/global/health within ${this.config.startTimeoutMs} ms`;
+      }
+      await Bun.sleep(100);
+    }
+  }
+
   private async startOn(
     binary: string,
     port: number,
@@ -273,8 +608,9 @@ export class ServerManager {
     | { kind: "started"; server: ProjectServer }
     | { kind: "failed"; error: ServerStartError; portTaken: boolean }
   > {
-    const url = `http://${HOSTNAME}:${port}`;
-    const fd = openSync(this.logPath, "a");
+    const url = urlOf(port);
+    const fd = openSync(this.logPath, "a", 0o600);
+    fchmodSync(fd, 0o600);
     writeSync(fd, `\n=== opencode-teams: ${binary} serve on ${url} at ${new Date().toISOString()} ===\n`);
     const markerEnd = (await stat(this.logPath)).size;
     const failed = async (why: string) => {
@@ -284,48 +620,38 @@ export class ServerManager {
       return { kind: "failed" as const, error: new ServerStartError(details), portTaken };
     };
 
-    let spawnError: Error | undefined;
-    let exitCode: number | null | undefined;
-    let exitSignal: NodeJS.Signals | null = null;
-    let child: ReturnType<typeof spawn>;
+    const { auth, credentials } = newServerAuth(this.env);
+    // Every plugin instance inside the server (one per directory) resolves the leader's root and storage from these,
+    // and they mark the process as this project's server should its record be lost.
+    const markers = {
+      [PROJECT_ROOT_ENV]: this.config.projectRoot,
+      [STORAGE_DIR_ENV]: this.config.paths.root,
+    };
+    let child: ChildProcess;
     try {
-      // Detached: the server is a session leader of its own and outlives the process that started it.
+      // Detached: the server is a session leader of its own and outlives the process that started it. The password
+      // goes through its environment, never argv (which every user of the machine can read).
       child = spawn(
         binary,
         ["serve", "--hostname", HOSTNAME, "--port", String(port), "--print-logs", "--log-level", "INFO"],
-        { cwd: this.config.projectRoot, env: serverEnv(this.env), stdio: ["ignore", fd, fd], detached: true },
+        {
+          cwd: this.config.projectRoot,
+          env: serverEnv(this.env, auth, credentials, markers),
+          stdio: ["ignore", fd, fd],
+          detached: true,
+        },
       );
     } catch (error) {
       closeSync(fd);
       return failed(`cannot run ${binary}: ${error instanceof Error ? error.message : String(error)}`);
     }
     closeSync(fd);
-    child.on("error", (error) => {
-      spawnError = error;
-    });
-    child.on("exit", (code, signal) => {
-      exitCode = code;
-      exitSignal = signal;
-    });
+    const fate = watchChild(child);
     child.unref();
-
-    const deadline = Date.now() + this.config.startTimeoutMs;
-    for (;;) {
-      if (spawnError) return failed(`cannot run ${binary}: ${spawnError.message}`);
-      if (exitCode !== undefined) {
-        const how = exitSignal ? `was killed by ${exitSignal}` : `exited with code ${exitCode}`;
-        return failed(`${binary} serve ${how} before it answered ${url}/global/health`);
-      }
-      if (child.pid !== undefined && (await probeHealth(url, this.env)) === "healthy") break;
-      if (Date.now() >= deadline) {
-        if (child.pid !== undefined) await terminateProcess(child.pid, 2_000);
-        return failed(
-          `${binary} serve did not answer ${url}/global/health within ${this.config.startTimeoutMs} ms`,
-        );
-      }
-      await Bun.sleep(100);
-    }
+    const problem = await this.awaitHealthy(binary, child, fate, port, credentials);
+    if (problem) return failed(problem);
     const pid = child.pid as number;
+    startedHere.add(pid);
     const info: ServerInfo = {
       version: 1,
       projectPath: this.config.projectRoot,
@@ -335,8 +661,9 @@ export class ServerManager {
       startedAt: new Date().toISOString(),
       activeSessions: 0,
       logPath: this.logPath,
+      auth,
     };
-    await writeJson(this.infoPath, ServerInfoSchema, info);
+    await this.writeInfo(info);
     return { kind: "started", server: this.wrap(info) };
   }
 }

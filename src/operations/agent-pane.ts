@@ -1,5 +1,4 @@
 import path from "node:path";
-import { serverAuthFromEnv } from "../edges/opencode-client.ts";
 import {
   childPids,
   parentPid,
@@ -7,6 +6,7 @@ import {
   terminateProcess,
   waitForExit,
 } from "../edges/process-info.ts";
+import type { ServerCredentials } from "../edges/server-auth.ts";
 import type { PaneRef } from "../edges/tmux-api.ts";
 import { withFileLock } from "../state/lock.ts";
 import type { AgentRole, TmuxPlacement } from "../state/schemas.ts";
@@ -44,6 +44,8 @@ export interface AgentPaneInput {
   sessionId: string;
   cwd: string;
   serverUrl: string;
+  /** The credentials of the server the pane attaches to (ProjectServer.credentials). */
+  credentials?: ServerCredentials;
 }
 
 export interface AgentPane {
@@ -76,9 +78,9 @@ const SETTLE_POLL_MS = 20;
  */
 export async function openAgentPane(ctx: TeamsContext, input: AgentPaneInput): Promise<AgentPane> {
   const placement = await resolvePlacement(ctx, input.teamName);
-  const { password, username } = serverAuthFromEnv();
-  const env: Record<string, string> = password
-    ? { OPENCODE_SERVER_PASSWORD: password, OPENCODE_SERVER_USERNAME: username ?? "opencode" }
+  const { credentials } = input;
+  const env: Record<string, string> = credentials
+    ? { OPENCODE_SERVER_PASSWORD: credentials.password, OPENCODE_SERVER_USERNAME: credentials.username }
     : {};
   const command = [
     ctx.edges.opencodeBinary?.() ?? "opencode",

@@ -67,7 +67,7 @@ export async function allocateColor(
 ): Promise<ColorChoice> {
   const now = isoNow(ctx.clock);
   let choice: ColorChoice | undefined;
-  await updateJson(
+  const { warnings } = await updateJson(
     ctx.store.paths.colorPool,
     ColorPoolSchema,
     async (current): Promise<ColorPool> => {
@@ -115,13 +115,16 @@ export async function allocateColor(
     ctx.store.lockTiming,
   );
   if (!choice) throw new Error("color pool update did not run");
-  return choice;
+  // A damaged pool starts over empty: say so, like any damaged file (specs/storage.md).
+  const damage = warnings.map((warning) => `${warning}; colors are assigned afresh`);
+  const warning = [...damage, ...(choice.warning ? [choice.warning] : [])].join(" ");
+  return warning ? { color: choice.color, warning } : { color: choice.color };
 }
 
-/** Hand an agent's color back. Idempotent. */
-export async function releaseColor(ctx: TeamsContext, agentId: string): Promise<void> {
+/** Hand an agent's color back. Idempotent. Returns warnings (a damaged pool, moved aside). */
+export async function releaseColor(ctx: TeamsContext, agentId: string): Promise<string[]> {
   const now = isoNow(ctx.clock);
-  await updateJson(
+  const { warnings } = await updateJson(
     ctx.store.paths.colorPool,
     ColorPoolSchema,
     (current) => {
@@ -135,4 +138,5 @@ export async function releaseColor(ctx: TeamsContext, agentId: string): Promise<
     },
     ctx.store.lockTiming,
   );
+  return warnings.map((warning) => `${warning}; colors are assigned afresh`);
 }

@@ -1,7 +1,7 @@
 import type { Clock } from "../clock.ts";
 import type { GitApi } from "../edges/git-api.ts";
 import type { OpencodeApi } from "../edges/opencode-api.ts";
-import type { ProjectServer } from "../edges/server-manager.ts";
+import type { ProjectServer, ServerManager } from "../edges/server-manager.ts";
 import type { TmuxApi } from "../edges/tmux-api.ts";
 import type { TeamsOptions } from "../options.ts";
 import type { TeamStore } from "../state/team-store.ts";
@@ -19,6 +19,11 @@ export interface TeamsEdges {
    * Absent where nothing is ever spawned (test fixtures of other operations).
    */
   ensureProjectServer?(): Promise<ProjectServer>;
+  /**
+   * What the project server is (checked, never started), stopping it, and whether this process started it. Absent
+   * where nothing looks at the server (test fixtures of other operations).
+   */
+  serverControl?: Pick<ServerManager, "report" | "stop" | "startedByThisProcess">;
   /** The `opencode` binary the agents' panes run (`opencode attach`): the one the project server runs. Default "opencode". */
   opencodeBinary?(): string;
   /** The OpenCode server of this process (the one that loaded the plugin); hosts the leader's session when the leader runs here. */

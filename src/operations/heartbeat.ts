@@ -95,7 +95,7 @@ function statusAfterHeartbeat(current: AgentStatus, requested: HeartbeatInput["s
 }
 
 /**
- * The explicit heartbeat (seed 001). The fast path rewrites only the fixed-size liveness slot; the durable agent file
+ * The explicit heartbeat (specs/heartbeat.md). The fast path rewrites only the fixed-size liveness slot; the durable agent file
  * is rewritten only when something durable changes (a status transition, or misses to reset).
  */
 export async function heartbeat(

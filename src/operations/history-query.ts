@@ -24,7 +24,7 @@ export interface AgentHistoryView {
 
 const newestFirst = (a: HistoryEntry, b: HistoryEntry) => Date.parse(b.timestamp) - Date.parse(a.timestamp);
 
-/** Answers the seed's three questions at once: what ran (filtered), what runs now, and what could be resumed. */
+/** Answers three questions at once (specs/agent-history.md): what ran (filtered), what runs now, and what could be resumed. */
 export function summarizeHistory(entries: HistoryEntry[], input: Omit<AgentHistoryInput, "teamName">) {
   const filtered = entries
     .filter(

@@ -6,11 +6,11 @@ import {
   type HistoryEntry,
   type HistoryStatus,
 } from "../state/schemas.ts";
-import { readJson, updateJson, writeJson } from "../state/store.ts";
+import { readJson, updateJson } from "../state/store.ts";
 import type { TeamsContext } from "./context.ts";
 
 /**
- * The team's agent history (seed 004): every run of an agent, how it ended and what resumed it. Entries are written
+ * The team's agent history (specs/agent-history.md): every run of an agent, how it ended and what resumed it. Entries are written
  * by the lifecycle (spawn, completion, sweep, kill, resume), never by hand.
  */
 
@@ -23,7 +23,7 @@ function describeTask(prompt: string): string {
     : oneLine;
 }
 
-/** Seed rule: drop the oldest completed/failed entry first, then the oldest interrupted entry that was resumed; never a spawned one. */
+/** specs/agent-history.md: drop the oldest completed/failed entry first, then the oldest interrupted entry that was resumed; never a spawned one. */
 export function enforceMaxEntries(entries: HistoryEntry[], maxEntries: number): HistoryEntry[] {
   const kept = [...entries];
   while (kept.length > maxEntries) {
@@ -51,7 +51,7 @@ function historyStatusOf(agent: AgentState): HistoryStatus {
   return "spawned";
 }
 
-/** The seed's recovery: rebuild a damaged history from what the agent files still say. */
+/** Recovery: rebuild a damaged history from what the agent files still say. */
 export async function rebuildFromAgents(ctx: TeamsContext, teamName: string): Promise<HistoryEntry[]> {
   const { items } = await ctx.store.listAgentViews(teamName);
   const agents = items.map((view) => view.state).filter((agent) => agent.role !== "leader");
@@ -79,19 +79,29 @@ export interface HistoryRead {
   warnings: string[];
 }
 
-/** Read the history; a missing file is an empty history, a damaged one is moved aside and rebuilt. */
+/**
+ * Read the history; a missing file is an empty history, a damaged one is moved aside and rebuilt. The rebuild is
+ * written under the history's lock like every other write, and only if nobody wrote a history meanwhile.
+ */
 export async function readHistory(ctx: TeamsContext, teamName: string): Promise<HistoryRead> {
   const file = ctx.store.paths.history(teamName);
   const read = await readJson(file, AgentHistorySchema);
   if (read.kind === "ok") return { history: read.value, warnings: [] };
   const empty: AgentHistory = { version: 1, max_entries: ctx.options.historyMaxEntries, entries: [] };
   if (read.kind === "missing") return { history: empty, warnings: [] };
-  const history = {
-    ...empty,
-    entries: enforceMaxEntries(await rebuildFromAgents(ctx, teamName), empty.max_entries),
-  };
-  await writeJson(file, AgentHistorySchema, history);
-  return { history, warnings: [`${read.warning}; history rebuilt from the agent state files`] };
+  const rebuilt = await updateJson(
+    file,
+    AgentHistorySchema,
+    async (current) =>
+      current
+        ? undefined
+        : { ...empty, entries: enforceMaxEntries(await rebuildFromAgents(ctx, teamName), empty.max_entries) },
+    ctx.store.lockTiming,
+  );
+  const warnings = [read.warning, ...rebuilt.warnings].map(
+    (warning) => `${warning}; history rebuilt from the agent state files`,
+  );
+  return { history: rebuilt.value ?? empty, warnings };
 }
 
 /** Read-modify-write of the history under its lock; damage is repaired on the way. */

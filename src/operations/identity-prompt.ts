@@ -120,8 +120,9 @@ export class AgentIdentityResolver {
       this.remember(sessionId, value);
       return value ?? undefined;
     }
-    // The server could not tell us the title: fall back to scanning the agent files (not cached: it may change).
-    return this.index.lookup(sessionId);
+    // The server could not tell us the title: fall back to scanning the agent files (not cached: it may change). The
+    // identity is the agent's, not that of a team the agent may lead with the same session.
+    return (await this.index.lookup(sessionId)).find((owner) => owner.role !== "leader");
   }
 
   /** The agent that owns `sessionId` and is still running, with its team. */

@@ -121,9 +121,20 @@ export async function requireLeader(
   return caller;
 }
 
-/** Project-wide `sessionID -> agent` lookup for the event monitor, rebuilt from the agent files when it misses. */
+/** One record a session belongs to. */
+export interface SessionOwner {
+  teamName: string;
+  agentId: string;
+  role: AgentRole;
+}
+
+/**
+ * Project-wide `sessionID -> agents` lookup for the event monitor, rebuilt from the agent files when it misses. A
+ * session can be a live record in several teams (a worker that created its own team leads it with the same session):
+ * every team keeps its own record of it, the live one when resume handed the session on.
+ */
 export class SessionIndex {
-  private bySession = new Map<string, AgentState>();
+  private bySession = new Map<string, Map<string, AgentState>>();
   private builtAt = Number.NEGATIVE_INFINITY;
 
   constructor(
@@ -136,35 +147,39 @@ export class SessionIndex {
   }
 
   async rebuild(): Promise<void> {
-    const next = new Map<string, AgentState>();
+    const next = new Map<string, Map<string, AgentState>>();
     for (const teamName of await this.ctx.store.listTeamNames()) {
       const { items } = await this.ctx.store.listAgentViews(teamName);
       for (const { state } of items) {
-        const existing = next.get(state.sessionId);
-        next.set(state.sessionId, existing ? preferLive(existing, state) : state);
+        let byTeam = next.get(state.sessionId);
+        if (!byTeam) {
+          byTeam = new Map();
+          next.set(state.sessionId, byTeam);
+        }
+        const existing = byTeam.get(teamName);
+        byTeam.set(teamName, existing ? preferLive(existing, state) : state);
       }
     }
     this.bySession = next;
     this.builtAt = this.ctx.clock.now();
   }
 
-  /** Team and agent id for a session; a miss rebuilds (at most once per `minRebuildMs`) since another process may have spawned it. */
-  async lookup(sessionId: string): Promise<{ teamName: string; agentId: string } | undefined> {
-    return this.bySession.has(sessionId) ? this.entry(sessionId) : this.relookup(sessionId);
+  /** The records of a session, one per team; a miss rebuilds (at most once per `minRebuildMs`) since another process may have spawned it. */
+  async lookup(sessionId: string): Promise<SessionOwner[]> {
+    return this.bySession.has(sessionId) ? this.entries(sessionId) : this.relookup(sessionId);
   }
 
   /** Look again after a rebuild (at most once per `minRebuildMs`): a cached entry can name a record that ended. */
-  async relookup(sessionId: string): Promise<{ teamName: string; agentId: string } | undefined> {
+  async relookup(sessionId: string): Promise<SessionOwner[]> {
     if (this.ctx.clock.now() - this.builtAt >= this.minRebuildMs) await this.rebuild();
-    return this.entry(sessionId);
+    return this.entries(sessionId);
   }
 
-  private entry(sessionId: string): { teamName: string; agentId: string } | undefined {
-    const hit = this.bySession.get(sessionId);
-    return hit ? { teamName: hit.teamName, agentId: hit.agentId } : undefined;
-  }
-
-  sessionIds(): string[] {
-    return [...this.bySession.keys()];
+  private entries(sessionId: string): SessionOwner[] {
+    return [...(this.bySession.get(sessionId)?.values() ?? [])].map(({ teamName, agentId, role }) => ({
+      teamName,
+      agentId,
+      role,
+    }));
   }
 }

@@ -1,4 +1,5 @@
 import { isoNow } from "../clock.ts";
+import type { TeamsOptions } from "../options.ts";
 import { assertAgentId, assertTeamName } from "../state/paths.ts";
 import type { AgentState, AgentStatus, TeamConfig } from "../state/schemas.ts";
 import { closeAgentPane } from "./agent-pane.ts";
@@ -106,12 +107,14 @@ async function requestShutdown(
     return { sent: false, requestedAt: Date.now(), warning: "the project's OpenCode server is not running" };
   const requestedAt = Date.now();
   const now = isoNow(ctx.clock);
+  const deadline = new Date(ctx.clock.now() + ctx.options.shutdownTimeoutMs).toISOString();
   await ctx.store.updateAgent(agent.teamName, agent.agentId, (current) =>
     current && current.status !== "terminated"
       ? {
           ...current,
           status: "shutting_down",
           shutdownRequestedAt: now,
+          shutdownDeadlineAt: deadline,
           statusReason: reason ?? "shutdown requested by the leader",
           updatedAt: now,
         }
@@ -159,7 +162,7 @@ export interface FinishHow {
  * End an agent for good: abort its session, close its pane and make sure its attach process is gone, hand its
  * in_progress tasks back, release its color, mark it terminated, recount the server's active sessions and record
  * the end. Every step is idempotent, so two finishers racing do no harm; the status write decides who records it.
- * Shared by kill-agent and whatever else ends an agent (completion).
+ * Shared by kill-agent and whatever else ends an agent (completion, an expired kill, a time limit).
  */
 export async function finishAgent(
   ctx: TeamsContext,
@@ -167,19 +170,9 @@ export async function finishAgent(
   how: FinishHow,
 ): Promise<FinishResult> {
   const warnings: string[] = [];
-  if (how.abortSession !== false) {
-    const server = await ctx.edges.projectServer();
-    if (server) {
-      await server.abortSession(agent.sessionId).catch((error: unknown) => {
-        warnings.push(`Could not abort session ${agent.sessionId}: ${message(error)}`);
-      });
-    } else if (isRunning(agent.status)) {
-      warnings.push("The project's OpenCode server is not running; there was no session to abort");
-    }
-  }
-  // The status first: from here on the sweep and the monitor leave the agent alone, so closing its pane below cannot
-  // make it look dead and record a false "interrupted" over this outcome. The write also decides, under the lock, which
-  // of two racing finishers ended the run.
+  // The status first, decided under the lock: from here on the sweep and the monitor leave the agent alone, so closing
+  // its pane below cannot make it look dead and record a false "interrupted" over this outcome. The write also decides
+  // which of two racing finishers ended the run, and so which one may abort the session.
   const now = isoNow(ctx.clock);
   let wasRunning = false;
   let endedBy: AgentState | undefined;
@@ -200,6 +193,8 @@ export async function finishAgent(
     };
     return endedBy;
   });
+  if (how.abortSession !== false && endedBy)
+    warnings.push(...(await abortOwnedSession(ctx, endedBy, wasRunning)));
   if (!how.keepPane) {
     // C-c in the attach TUI cancels the session's turn: right for a kill, wrong for an agent reporting its own end.
     warnings.push(...(await closeAgentPane(ctx, current, { interrupt: how.abortSession !== false })));
@@ -214,7 +209,7 @@ export async function finishAgent(
     [agent.agentId],
     `agent ${agent.name} ended: ${how.reason}`,
   );
-  await releaseColor(ctx, agent.agentId);
+  warnings.push(...(await releaseColor(ctx, agent.agentId)));
   await recountActiveSessions(ctx).catch((error: unknown) => {
     warnings.push(`Could not update activeSessions: ${message(error)}`);
   });
@@ -261,6 +256,65 @@ async function killUnknownAgent(
     reassignedTasks: end.reassignedTasks,
     warnings,
   };
+}
+
+/**
+ * Abort the running turn of the session of a record this call just ended, unless another live record of the team owns
+ * the session now: resume-agent hands the session of an ended record to a new one, whose work must not be cut off.
+ */
+async function abortOwnedSession(
+  ctx: TeamsContext,
+  ended: AgentState,
+  wasRunning: boolean,
+): Promise<string[]> {
+  const { items } = await ctx.store.listAgentViews(ended.teamName);
+  const successor = items.find(
+    ({ state }) =>
+      state.agentId !== ended.agentId && state.sessionId === ended.sessionId && isRunning(state.status),
+  );
+  if (successor) return [];
+  const server = await ctx.edges.projectServer();
+  if (!server) {
+    return wasRunning ? ["The project's OpenCode server is not running; there was no session to abort"] : [];
+  }
+  try {
+    await server.abortSession(ended.sessionId);
+    return [];
+  } catch (error) {
+    return [`Could not abort session ${ended.sessionId}: ${message(error)}`];
+  }
+}
+
+/**
+ * Whether a graceful kill is over and its caller evidently gone: one sweep interval past the deadline the caller waits
+ * for, so a live caller always finishes its own kill. Files from before the deadline was recorded count from the
+ * request.
+ */
+export function killOverdue(agent: AgentState, now: number, options: TeamsOptions): boolean {
+  if (agent.status !== "shutting_down") return false;
+  const deadline = agent.shutdownDeadlineAt
+    ? Date.parse(agent.shutdownDeadlineAt)
+    : Date.parse(agent.shutdownRequestedAt ?? agent.updatedAt) + options.shutdownTimeoutMs;
+  return now >= deadline + options.sweepIntervalMs;
+}
+
+/**
+ * Finish a graceful kill whose caller is gone as the caller would have: gracefully when the agent confirmed, else as
+ * force. Safe to race with the caller and with other sweepers: finishAgent's status write decides who ended the run.
+ */
+export function finishOverdueKill(ctx: TeamsContext, agent: AgentState): Promise<FinishResult> {
+  const asked = agent.statusReason ?? "shutdown requested by the leader";
+  return agent.shutdownConfirmedAt
+    ? finishAgent(ctx, agent, {
+        reason: `${asked}; confirmed, and finished by the stale sweep (the kill's caller was gone)`,
+        outcome: "killed",
+        history: "completed",
+      })
+    : finishAgent(ctx, agent, {
+        reason: `${asked}; no confirmation by ${agent.shutdownDeadlineAt ?? "the deadline"}, stopped by the stale sweep (the kill's caller was gone)`,
+        outcome: "interrupted",
+        history: "interrupted",
+      });
 }
 
 /**

@@ -249,11 +249,12 @@ export async function listAgents(
   for (const teamName of teams) {
     const listed = await ctx.store.listAgentViews(teamName);
     views.push(...listed.items);
-    warnings.push(...listed.warnings);
+    const own = [...listed.warnings];
     for (const agent of await listUnknownAgents(ctx, teamName)) {
       unknown.push(unknownListing(agent, ctx.clock.now()));
-      warnings.push(agent.warning);
+      own.push(agent.warning);
     }
+    warnings.push(...ctx.store.withDamageNotes(teamName, own));
   }
   const server = await ctx.edges.projectServer().catch(() => undefined);
   const lookup = usageLookup(ctx, server);

@@ -2,7 +2,7 @@ import type { OpencodeApi } from "../edges/opencode-api.ts";
 import type { AgentState, AgentStatus, HeartbeatSource } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
 import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
-import { SessionIndex } from "./identity.ts";
+import { SessionIndex, type SessionOwner } from "./identity.ts";
 import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
 
 /** What an OpenCode event says about a session, reduced to what liveness needs. */
@@ -209,34 +209,38 @@ export class EventMonitor {
     return connected;
   }
 
-  /** Make state agree with `GET /session/status` after a gap in the stream. */
+  /**
+   * Make state agree with `GET /session/status` after a gap in the stream, asking for every directory that has live
+   * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`).
+   */
   async resync(server: OpencodeApi): Promise<void> {
-    const statuses = await server.sessionStatuses();
-    this.stats.resyncs++;
     this.index.invalidate();
+    const live: AgentState[] = [];
     for (const teamName of await this.ctx.store.listTeamNames()) {
       const { items } = await this.ctx.store.listAgentViews(teamName);
-      for (const { state } of items) {
-        if (state.role === "leader" || !isLive(state.status)) continue;
-        const activity = statuses[state.sessionId];
-        if (activity === "busy" || activity === "retry") {
+      for (const { state } of items) if (state.role !== "leader" && isLive(state.status)) live.push(state);
+    }
+    const statuses = await server.sessionStatuses([...new Set(live.map((state) => state.cwd))]);
+    this.stats.resyncs++;
+    for (const state of live) {
+      const activity = statuses[state.sessionId];
+      if (activity === "busy" || activity === "retry") {
+        await this.process({
+          kind: "busy",
+          sessionId: state.sessionId,
+          source: "sdk_session_status",
+          resync: true,
+        });
+      } else {
+        this.serverActivity.set(state.sessionId, "idle");
+        // Missing from the map means idle (or gone, which the sweep finds out); it is no sign of life.
+        if (state.status === "active") {
           await this.process({
-            kind: "busy",
+            kind: "idle",
             sessionId: state.sessionId,
             source: "sdk_session_status",
             resync: true,
           });
-        } else {
-          this.serverActivity.set(state.sessionId, "idle");
-          // Missing from the map means idle (or gone, which the sweep finds out); it is no sign of life.
-          if (state.status === "active") {
-            await this.process({
-              kind: "idle",
-              sessionId: state.sessionId,
-              source: "sdk_session_status",
-              resync: true,
-            });
-          }
         }
       }
     }
@@ -260,20 +264,26 @@ export class EventMonitor {
   }
 
   private async process(signal: Signal): Promise<void> {
-    let hit = await this.index.lookup(signal.sessionId);
-    if (!hit) return;
+    const owners = await this.index.lookup(signal.sessionId);
+    if (owners.length === 0) return;
     this.stats.agentEvents++;
     if (signal.kind === "busy" || (signal.kind === "activity" && signal.running)) {
       this.serverActivity.set(signal.sessionId, "busy");
     }
     if (signal.kind === "idle") this.serverActivity.set(signal.sessionId, "idle");
+    // Every team's record of the session hears it: a worker that leads its own team is alive in both.
+    for (const owner of owners) await this.processFor(owner, signal);
+  }
+
+  private async processFor(owner: SessionOwner, signal: Signal): Promise<void> {
+    let hit = owner;
     let key = `${hit.teamName}/${hit.agentId}`;
     let known = this.tracked.get(key);
     if (known && !isRunning(known.status)) {
       // resume-agent hands an ended agent's session to a new record: the session may have a live owner by now.
-      const owner = await this.index.relookup(signal.sessionId);
-      if (!owner || owner.agentId === hit.agentId) return;
-      hit = owner;
+      const next = (await this.index.relookup(signal.sessionId)).find((o) => o.teamName === owner.teamName);
+      if (!next || next.agentId === hit.agentId) return;
+      hit = next;
       key = `${hit.teamName}/${hit.agentId}`;
       known = this.tracked.get(key);
       if (known && !isRunning(known.status)) return;

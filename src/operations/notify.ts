@@ -2,8 +2,8 @@ import path from "node:path";
 import { isoNow } from "../clock.ts";
 import type { OpencodeApi } from "../edges/opencode-api.ts";
 import { withFileLock } from "../state/lock.ts";
-import { type InboxMessage, InboxMessageSchema, type TeamConfig } from "../state/schemas.ts";
-import { listDir, readJson } from "../state/store.ts";
+import type { InboxMessage, TeamConfig } from "../state/schemas.ts";
+import { listDir } from "../state/store.ts";
 import type { TeamsContext } from "./context.ts";
 
 /** `gone`: the message file vanished or was damaged; `undeliverable`: no reachable server holds the leader's session. */
@@ -31,6 +31,11 @@ async function serverWithSession(ctx: TeamsContext, sessionId: string): Promise<
   return undefined;
 }
 
+/** A damaged inbox message found with no tool call to report it to: logged here; the store notes it for the next listing. */
+function logDamage(ctx: TeamsContext, team: TeamConfig, warning: string): void {
+  ctx.log("warn", "a damaged inbox message was moved aside", { team: team.name, warning });
+}
+
 /**
  * Put an inbox message into the leader's OpenCode session as a message that starts no turn (`noReply`), so the
  * leader's model reads it on its next turn. The message file's lock and a re-read under it make sure that of two
@@ -46,7 +51,8 @@ export async function deliverToLeader(
     return await withFileLock(
       file,
       async () => {
-        const current = await readJson(file, InboxMessageSchema);
+        const current = await ctx.store.readInboxMessage(team.name, file);
+        if (current.kind === "corrupt") logDamage(ctx, team, current.warning);
         if (current.kind !== "ok") return "gone";
         if (current.value.deliveredAt) return "already";
         const server = await serverWithSession(ctx, team.leaderSessionId);
@@ -99,7 +105,8 @@ export async function deliverPending(
   for (const name of (await listDir(dir)).filter((file) => file.endsWith(".json")).sort()) {
     const file = path.join(dir, name);
     if (settled.has(file)) continue;
-    const read = await readJson(file, InboxMessageSchema);
+    const read = await ctx.store.readInboxMessage(team.name, file);
+    if (read.kind === "corrupt") logDamage(ctx, team, read.warning);
     if (read.kind !== "ok") continue;
     if (read.value.deliveredAt) {
       settled.add(file);

@@ -167,7 +167,7 @@ function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** A step that failed, carrying the seed's error text for the response. */
+/** A step that failed, carrying the error text specs/spawn-agent.md names for the response. */
 class StepFailure extends Error {}
 
 /** Undo what a failed spawn had done, newest first, so no ghost agent (session, pane, color, member, file) remains. */
@@ -413,6 +413,7 @@ export async function launchAgent(
           sessionId,
           cwd,
           serverUrl: server.url,
+          credentials: server.credentials,
         });
       } catch (error) {
         throw new StepFailure(`Failed to create tmux pane: ${message(error)}`);
@@ -542,7 +543,7 @@ export async function launchAgent(
   }
 }
 
-/** The project's server, started when needed; a failure in the seed's wording. */
+/** The project's server, started when needed; a failure in the words of specs/spawn-agent.md. */
 export async function projectServerOrFail(ctx: TeamsContext): Promise<ProjectServer | Failure> {
   try {
     if (!ctx.edges.ensureProjectServer) throw new Error("this process cannot start a project server");
@@ -556,7 +557,7 @@ export async function projectServerOrFail(ctx: TeamsContext): Promise<ProjectSer
   }
 }
 
-/** spawn-agent (seed 002): leader only. Validation and the server here; the rest is launchAgent. */
+/** spawn-agent (specs/spawn-agent.md): leader only. Validation and the server here; the rest is launchAgent. */
 export async function spawnAgent(
   ctx: TeamsContext,
   input: SpawnAgentInput,

@@ -1,15 +1,6 @@
-import { connect } from "node:net";
-import { SdkOpencodeApi, serverAuthFromEnv } from "../edges/opencode-client.ts";
-import { pidAlive } from "../edges/process.ts";
+import type { ServerState } from "../edges/server-manager.ts";
 import { assertAgentId } from "../state/paths.ts";
-import {
-  type AgentRole,
-  type AgentStatus,
-  type AgentWorktree,
-  type ListedStatus,
-  ServerInfoSchema,
-} from "../state/schemas.ts";
-import { readJson } from "../state/store.ts";
+import type { AgentRole, AgentStatus, AgentWorktree, ListedStatus } from "../state/schemas.ts";
 import type { AgentView } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireMember } from "./identity.ts";
@@ -24,7 +15,7 @@ export interface GetAgentStatusInput {
   includeTerminated: boolean;
 }
 
-/** Seed 000's AgentStatusResponse. */
+/** AgentStatusResponse as specs/get-agent-status.md lists it. */
 export interface AgentStatusResponse {
   agentId: string;
   name: string;
@@ -73,6 +64,8 @@ export interface ServerStatus {
   port: number;
   pid: number;
   isRunning: boolean;
+  /** running, unresponsive (alive, not answering: left running), unauthorized, unprotected or stopped. */
+  state: ServerState;
   activeSessions: number;
   hostname: string;
   startedAt: string;
@@ -161,45 +154,32 @@ export function unknownStatusResponse(agent: UnknownAgent, now: number): Unknown
   };
 }
 
-/** Whether something accepts TCP connections on host:port within `timeoutMs`. */
-export function tcpAccepts(hostname: string, port: number, timeoutMs = 500): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host: hostname, port });
-    const done = (ok: boolean) => {
-      socket.removeAllListeners();
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(timeoutMs, () => done(false));
-    socket.once("connect", () => done(true));
-    socket.once("error", () => done(false));
-  });
-}
-
 /**
- * The project server as recorded, checked three ways: its PID exists, its port accepts a connection and
- * `GET /global/health` says healthy. `activeSessions` is the recorded count of running agent sessions (kept by spawn,
- * kill and the liveness sweep); a server that is not running has none.
+ * The project server as ServerManager sees it: recorded, its pid, command line and listening socket ours, and healthy
+ * with our credentials (`state: "running"`). A server that is alive but does not answer is `unresponsive`, with a
+ * warning: it is left running. `activeSessions` is the recorded count of running agent sessions (kept by spawn, kill
+ * and the liveness sweep); a server that is not running has none.
  */
-async function serverStatus(ctx: TeamsContext): Promise<ServerStatus | undefined> {
-  const info = await readJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema);
-  if (info.kind !== "ok") return undefined;
-  const { pid, port, hostname, startedAt } = info.value;
-  let isRunning = pidAlive(pid) && (await tcpAccepts(hostname, port));
-  if (isRunning) {
-    const api =
-      (await ctx.edges.projectServer().catch(() => undefined)) ??
-      new SdkOpencodeApi(`http://${hostname}:${port}`, {
-        directory: ctx.projectRoot,
-        ...serverAuthFromEnv(),
-      });
-    isRunning = await api.healthy(1_000);
+async function serverStatus(ctx: TeamsContext, warnings: string[]): Promise<ServerStatus | undefined> {
+  const report = await ctx.edges.serverControl?.report();
+  if (!report?.info) return undefined;
+  const { pid, port, hostname, startedAt } = report.info;
+  if (report.state !== "running" && report.state !== "stopped") {
+    warnings.push(`The project server is ${report.state}: ${report.detail}.`);
   }
-  const activeSessions = isRunning ? info.value.activeSessions : 0;
-  return { port, pid, isRunning, activeSessions, hostname, startedAt };
+  const holdsSessions = report.state === "running" || report.state === "unresponsive";
+  return {
+    port,
+    pid,
+    isRunning: report.state === "running",
+    state: report.state,
+    activeSessions: holdsSessions ? report.info.activeSessions : 0,
+    hostname,
+    startedAt,
+  };
 }
 
-/** get-agent-status (seed 000): read-only, any team member. */
+/** get-agent-status (specs/get-agent-status.md): read-only, any team member. */
 export async function getAgentStatus(
   ctx: TeamsContext,
   input: GetAgentStatusInput,
@@ -236,12 +216,13 @@ export async function getAgentStatus(
     }
   }
   warnings.push(...(await liveWorktreeWarnings(ctx, shown)));
-  const server = input.includeServer ? await serverStatus(ctx) : undefined;
+  const server = input.includeServer ? await serverStatus(ctx, warnings) : undefined;
+  const reported = ctx.store.withDamageNotes(team.name, warnings);
   return {
     success: true,
     agents,
     ...(server ? { server } : {}),
     summary: summarize(agents),
-    ...(warnings.length > 0 ? { warnings } : {}),
+    ...(reported.length > 0 ? { warnings: reported } : {}),
   };
 }

@@ -7,7 +7,8 @@ import { agentPaneRef } from "./agent-pane.ts";
 import type { TeamsContext } from "./context.ts";
 import { isLive, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactive } from "./inactive.ts";
-import { deliverPending } from "./notify.ts";
+import { finishOverdueKill, killOverdue } from "./kill.ts";
+import { deliverPending, notifyLeader } from "./notify.ts";
 
 /** What one sweep did; returned for tests and logged when anything happened. */
 export interface SweepReport {
@@ -27,6 +28,8 @@ export interface SweepReport {
   inactive: InactiveAgent[];
   /** Leader notices delivered by the retry pass. */
   delivered: number;
+  /** Graceful kills past their deadline whose caller was gone, finished by this sweep. */
+  killsFinished: number;
   /** undefined: nothing needed asking the server this time. */
   serverReachable: boolean | undefined;
   durationMs: number;
@@ -53,6 +56,45 @@ function seconds(ms: number): number {
   return Math.round(ms / 1000);
 }
 
+/**
+ * What the project server says, read at most once per sweep and directory, and only for directories that have stale
+ * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`).
+ */
+class ServerFactsReader {
+  private server: Promise<OpencodeApi | undefined> | undefined;
+  private readonly asked = new Map<string, Promise<Record<string, SessionActivity> | undefined>>();
+
+  constructor(private readonly ctx: TeamsContext) {}
+
+  async read(directories: ReadonlySet<string>): Promise<ServerFacts> {
+    this.server ??= this.ctx.edges.projectServer().catch(() => undefined);
+    const server = await this.server;
+    if (!server) return { server, statuses: undefined };
+    const missing = [...directories].filter((directory) => !this.asked.has(directory));
+    if (missing.length > 0) {
+      const statuses = server.sessionStatuses(missing).catch((error: unknown) => {
+        this.ctx.log("warn", "stale sweep: the project's OpenCode server did not answer", {
+          error: error instanceof Error ? error.message : String(error),
+        });
+        return undefined;
+      });
+      for (const directory of missing) this.asked.set(directory, statuses);
+    }
+    const lists = await Promise.all([...directories].map((directory) => this.asked.get(directory)));
+    if (lists.some((list) => list === undefined)) return { server, statuses: undefined };
+    return { server, statuses: Object.assign({}, ...lists) };
+  }
+
+  /** undefined: nothing needed asking the server this sweep. */
+  async reachable(): Promise<boolean | undefined> {
+    if (!this.server) return undefined;
+    if (!(await this.server)) return false;
+    if (this.asked.size === 0) return undefined;
+    const lists = await Promise.all(this.asked.values());
+    return lists.every((list) => list !== undefined);
+  }
+}
+
 /** The leader is the user's own session: never swept, whatever its files say. */
 function isSweptMember(team: TeamConfig, agent: AgentState): boolean {
   return (
@@ -73,7 +115,7 @@ function lastSignOfLife(view: Pick<AgentView, "state" | "heartbeat">): number {
 }
 
 /**
- * The stale sweep (seed 001). Any number of processes may run it: every decision is re-checked under the agent's
+ * The stale sweep (specs/heartbeat.md). Any number of processes may run it: every decision is re-checked under the agent's
  * lock, and a miss is counted at most once per sweep interval whichever process counts it (`lastMissAt`).
  */
 export class StaleSweeper {
@@ -106,14 +148,11 @@ export class StaleSweeper {
       reset: 0,
       inactive: [],
       delivered: 0,
+      killsFinished: 0,
       serverReachable: undefined,
       durationMs: 0,
     };
-    let facts: Promise<ServerFacts> | undefined;
-    const serverFacts = () => {
-      facts ??= this.readServerFacts();
-      return facts;
-    };
+    const facts = new ServerFactsReader(ctx);
     // One `tmux list-panes -a` per tmux server per sweep, however many agents and teams share it.
     const paneLists = new Map<string, Promise<LivePanes | undefined>>();
     const livePanes = (socket: string | undefined) => {
@@ -127,16 +166,17 @@ export class StaleSweeper {
     };
     for (const teamName of await ctx.store.listTeamNames()) {
       try {
-        await this.sweepTeam(teamName, report, serverFacts, livePanes);
+        await this.sweepTeam(teamName, report, (directories) => facts.read(directories), livePanes);
       } catch (error) {
         ctx.log("error", `sweep of team ${teamName} failed`, {
           error: error instanceof Error ? (error.stack ?? error.message) : String(error),
         });
       }
     }
-    if (facts) report.serverReachable = (await facts).statuses !== undefined;
+    report.serverReachable = await facts.reachable();
     report.durationMs = performance.now() - started;
-    if (report.misses + report.inactive.length + report.refreshed + report.delivered > 0) {
+    const acted = report.misses + report.inactive.length + report.refreshed + report.killsFinished;
+    if (acted + report.delivered > 0) {
       ctx.log("debug", "stale sweep", {
         checked: report.checked,
         stale: report.stale,
@@ -144,30 +184,17 @@ export class StaleSweeper {
         refreshed: report.refreshed,
         inactive: report.inactive.length,
         delivered: report.delivered,
+        killsFinished: report.killsFinished,
         durationMs: Math.round(report.durationMs),
       });
     }
     return report;
   }
 
-  /** One `GET /session/status` per sweep, and only when some agent is stale. */
-  private async readServerFacts(): Promise<ServerFacts> {
-    const server = await this.ctx.edges.projectServer().catch(() => undefined);
-    if (!server) return { server, statuses: undefined };
-    try {
-      return { server, statuses: await server.sessionStatuses() };
-    } catch (error) {
-      this.ctx.log("warn", "stale sweep: the project's OpenCode server did not answer", {
-        error: error instanceof Error ? error.message : String(error),
-      });
-      return { server, statuses: undefined };
-    }
-  }
-
   private async sweepTeam(
     teamName: string,
     report: SweepReport,
-    serverFacts: () => Promise<ServerFacts>,
+    serverFacts: (directories: ReadonlySet<string>) => Promise<ServerFacts>,
     livePanes: (socket: string | undefined) => Promise<LivePanes | undefined>,
   ): Promise<void> {
     const { ctx } = this;
@@ -190,6 +217,7 @@ export class StaleSweeper {
     const reads = await ctx.store.readAgentViews(teamName, due);
     const stale: AgentView[] = [];
     const toReset: AgentView[] = [];
+    const overdueKills: AgentState[] = [];
     for (const [index, result] of reads.entries()) {
       if (result.kind === "corrupt") {
         ctx.log("warn", `stale sweep skipped agent ${due[index]} of team ${teamName}`, {
@@ -203,6 +231,7 @@ export class StaleSweeper {
         this.panes.delete(key);
         // Final states and the leader never need another look; shutting_down may still go either way.
         if (view.state.status !== "shutting_down") this.skipUntil.set(key, Number.POSITIVE_INFINITY);
+        else if (killOverdue(view.state, now, ctx.options)) overdueKills.push(view.state);
         continue;
       }
       report.checked++;
@@ -219,7 +248,7 @@ export class StaleSweeper {
     report.stale += stale.length;
 
     let facts: ServerFacts = { server: undefined, statuses: undefined };
-    if (stale.length > 0) facts = await serverFacts();
+    if (stale.length > 0) facts = await serverFacts(new Set(stale.map((view) => view.state.cwd)));
     const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => this.verdict(view, facts, now));
 
     const deaths: Omit<InactiveAgent, "tasks">[] = [];
@@ -263,7 +292,35 @@ export class StaleSweeper {
         );
       }
     }
+    if (overdueKills.length > 0) report.killsFinished += await this.finishOverdueKills(team, overdueKills);
     report.delivered += await deliverPending(ctx, team, this.settledNotices);
+  }
+
+  /**
+   * Graceful kills whose caller is gone (its tool call was cut off, OpenCode restarted): finished as their caller
+   * would have. Only the finisher whose write ended a run tells the leader, so two sweepers report it once.
+   */
+  private async finishOverdueKills(team: TeamConfig, agents: readonly AgentState[]): Promise<number> {
+    const lines: string[] = [];
+    for (const agent of agents) {
+      const finished = await finishOverdueKill(this.ctx, agent);
+      if (!finished.ended) continue;
+      const tasks = finished.reassignedTasks.length > 0 ? finished.reassignedTasks.join(", ") : "none";
+      lines.push(
+        `The kill of agent ${agent.name} (${agent.agentId}) was left unfinished; it is terminated now. Tasks returned to pending: ${tasks}.`,
+      );
+    }
+    if (lines.length > 0) {
+      await notifyLeader(this.ctx, team, { type: "notice", text: lines.join("\n") }).catch(
+        (error: unknown) => {
+          this.ctx.log("error", "could not tell the leader of finished kills", {
+            team: team.name,
+            error: error instanceof Error ? error.message : String(error),
+          });
+        },
+      );
+    }
+    return lines.length;
   }
 
   /** Agents of the team whose known pane is no longer on its tmux server, or no longer theirs. */

@@ -1,9 +1,11 @@
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { mkdir, open } from "node:fs/promises";
+import { type FileHandle, link, open, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { makePrivateDir, PRIVATE_FILE_MODE } from "./modes.ts";
 import { type HeartbeatRecord, HeartbeatRecordSchema } from "./schemas.ts";
-import { quarantine } from "./store.ts";
+import { corruptWarning, quarantine } from "./store.ts";
 
 /**
  * Heartbeats are the hottest write we have. Replacing a file by rename costs ~1.5 ms on ext4 (it forces a data
@@ -12,7 +14,6 @@ import { quarantine } from "./store.ts";
  * Durability is not needed here: losing the last heartbeat in a power cut only makes an agent look older.
  */
 export const SLOT_SIZE = 16 * 1024;
-const TORN_READ_RETRIES = 5;
 
 function checksum(body: string): string {
   return createHash("sha1").update(body).digest("hex");
@@ -66,46 +67,74 @@ function decodeUpToLastBrace(bytes: Buffer, length: number): Decoded {
 /**
  * The head of the slot first; the whole slot only when the record does not check out within it. A prefix that ends
  * in a brace and matches the checksum can only be the whole record. (Bun.file's sliced read is measurably cheaper
- * here than a FileHandle's open/read/close.)
+ * here than a FileHandle's open/read/close.) Returns the bytes it decoded too: a failed decode read the whole slot.
  */
-async function readRecord(file: string): Promise<Decoded> {
+async function readRecord(file: string): Promise<{ decoded: Decoded; bytes: Buffer }> {
   const head = Buffer.from(await Bun.file(file).slice(0, HEAD_BYTES).arrayBuffer());
   const fromHead = decodeUpToLastBrace(head, head.length);
-  if (fromHead.ok || head.length < HEAD_BYTES) return fromHead;
+  if (fromHead.ok || head.length < HEAD_BYTES) return { decoded: fromHead, bytes: head };
   const whole = Buffer.from(await Bun.file(file).arrayBuffer());
-  return decodeUpToLastBrace(whole, whole.length);
+  return { decoded: decodeUpToLastBrace(whole, whole.length), bytes: whole };
 }
 
+/**
+ * Waits before each re-read of a slot that does not check out: a write in flight is over within microseconds, but
+ * a writer descheduled mid-write on a loaded machine needs milliseconds.
+ */
+const TORN_READ_DELAYS_MS = [0, 1, 2, 5, 10];
+
 export async function readSlot(file: string): Promise<SlotRead> {
-  let problem = "";
-  for (let attempt = 0; attempt < TORN_READ_RETRIES; attempt++) {
-    let decoded: Decoded;
-    try {
-      decoded = await readRecord(file);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "missing" };
-      throw error;
+  for (let reread = 0; ; reread++) {
+    let problem = "";
+    let bytes: Buffer = Buffer.alloc(0);
+    for (const delay of TORN_READ_DELAYS_MS) {
+      if (delay > 0) await sleep(delay);
+      let read: Awaited<ReturnType<typeof readRecord>>;
+      try {
+        read = await readRecord(file);
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "missing" };
+        throw error;
+      }
+      if (read.decoded.ok) return { kind: "ok", record: read.decoded.record };
+      problem = read.decoded.problem;
+      bytes = read.bytes;
     }
-    if (decoded.ok) return { kind: "ok", record: decoded.record };
-    problem = decoded.problem;
+    // Still bad after retries: not a write in flight but a damaged file (e.g. a crash mid-write). Moved aside only if
+    // it still holds these very bytes: a writer at work would have changed them.
+    const outcome = await quarantine(file, bytes);
+    if (outcome.kind === "changed" && reread < 2) continue;
+    return { kind: "corrupt", warning: corruptWarning(file, problem, outcome) };
   }
-  // Still bad after retries: not a write in flight but a damaged file (e.g. a crash mid-write).
-  const movedTo = await quarantine(file);
-  const where = movedTo ? `moved aside to ${path.basename(movedTo)}` : "already moved aside";
-  return { kind: "corrupt", warning: `${path.basename(file)} was damaged (${problem}) and ${where}` };
+}
+
+/** Open the slot to rewrite it in place; a new slot appears whole (temp file linked into place), never empty. */
+async function openSlot(file: string, slot: Buffer): Promise<FileHandle | undefined> {
+  try {
+    return await open(file, constants.O_RDWR);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  await makePrivateDir(path.dirname(file));
+  const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  try {
+    await writeFile(temp, slot, { mode: PRIVATE_FILE_MODE });
+    await link(temp, file);
+    return undefined;
+  } catch (error) {
+    // Another writer created it first: rewrite theirs in place.
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    return open(file, constants.O_RDWR);
+  } finally {
+    await unlink(temp).catch(() => {});
+  }
 }
 
 /** Overwrite the slot in place. Callers serialise writers with the agent's lock. */
 export async function writeSlot(file: string, record: HeartbeatRecord): Promise<void> {
   const slot = encodeSlot(record);
-  let handle: Awaited<ReturnType<typeof open>>;
-  try {
-    handle = await open(file, constants.O_RDWR | constants.O_CREAT, 0o644);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-    await mkdir(path.dirname(file), { recursive: true });
-    handle = await open(file, constants.O_RDWR | constants.O_CREAT, 0o644);
-  }
+  const handle = await openSlot(file, slot);
+  if (!handle) return;
   try {
     await handle.write(slot, 0, SLOT_SIZE, 0);
   } finally {

@@ -1,7 +1,10 @@
-import { constants, unlinkSync } from "node:fs";
-import { mkdir, open, readdir, rm, stat, unlink, utimes } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { readFileSync, statSync, unlinkSync } from "node:fs";
+import { rm, unlink, utimes, writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { makePrivateDir, PRIVATE_FILE_MODE } from "./modes.ts";
 
 export interface LockTiming {
   /** A lock untouched for this long is taken over (its holder crashed). */
@@ -11,20 +14,25 @@ export interface LockTiming {
 }
 
 const DEFAULT_TIMING: LockTiming = { staleMs: 10_000, maxWaitMs: 30_000 };
+/** A lock file whose mtime is further ahead than this was written before the clock went back: it is stale. */
+const FUTURE_SKEW_MS = 2_000;
+const HOST = hostname();
 
 export class LockTimeoutError extends Error {
   override name = "LockTimeoutError";
 }
 
 /** Locks this process holds, removed if it exits while holding them (a crash leaves them to go stale instead). */
-const held = new Set<string>();
+const held = new Map<string, { owner: string; staleMs: number }>();
 let exitHookInstalled = false;
 
 function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.once("exit", () => {
-    for (const lock of held) {
+    for (const [lock, { owner, staleMs }] of held) {
+      // Only a lock still ours and fresh goes (see release); anything else is left to go stale.
+      if (!isOwnFresh(inspect(lock), owner, staleMs)) continue;
       try {
         unlinkSync(lock);
       } catch {
@@ -38,30 +46,144 @@ function code(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException)?.code;
 }
 
+/** What a lock file says about its holder: `<pid> <host> <random>`, unique to one acquisition. */
+function newOwnerToken(): string {
+  return `${process.pid} ${HOST} ${randomBytes(8).toString("hex")}`;
+}
+
+/** One lock instance: its identity, age and owner. */
+interface Seen {
+  ino: number;
+  mtimeMs: number;
+  owner: string;
+}
+
 /**
- * One attempt. The lock is a file created with O_EXCL: of several creators exactly one succeeds, on every local file
- * system. (It used to be a directory made by proper-lockfile; creating and removing an empty file costs a third of
- * a mkdir/rmdir pair on ext4, and heartbeats take a lock each.) A lock left by a crashed holder, file or directory,
- * is taken over once its mtime is older than `staleMs`.
+ * Stat first, then read: a lock never comes back once removed, so when the owner read is one's own, or the lock is
+ * re-checked under the takeover guard (nobody can remove an abandoned lock meanwhile), the stat was of that same lock.
+ * Synchronous on purpose: a lock file is a few dozen bytes whose inode was just created or read, so both calls are
+ * answered from memory in microseconds, and every release does this (heartbeats take a lock each): the async calls'
+ * round trips through the thread pool cost more than the calls.
  */
-async function tryAcquire(lock: string, staleMs: number): Promise<boolean> {
+function inspect(lock: string): Seen | undefined {
   try {
-    const handle = await open(lock, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o644);
-    await handle.close();
+    const info = statSync(lock);
+    // A directory is a lock of an older version (no owner recorded).
+    const owner = info.isDirectory() ? "" : readFileSync(lock, "utf8");
+    return { ino: info.ino, mtimeMs: info.mtimeMs, owner };
+  } catch {
+    // Gone (released meanwhile), or unreadable: no lock to judge.
+    return undefined;
+  }
+}
+
+/** Whether the holder recorded in a lock is a process of this host that no longer exists. */
+function ownerIsDead(owner: string): boolean {
+  const [pidText, host] = owner.split(" ");
+  const pid = Number(pidText);
+  if (host !== HOST || !Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return code(error) === "ESRCH";
+  }
+}
+
+/** See specs/storage.md (Cross-process safety) for when a lock counts as abandoned. */
+function isStale(seen: Seen, staleMs: number): boolean {
+  const age = Date.now() - seen.mtimeMs;
+  return age > staleMs || age < -FUTURE_SKEW_MS || ownerIsDead(seen.owner);
+}
+
+/**
+ * Remove `lock` if `stillSame` holds for what is there, under the lock's takeover guard (`<lock>.takeover`, taken with
+ * O_EXCL). Every removal of a lock that may be stale goes through the guard and re-checks under it, so two takers
+ * that judged the same stale lock cannot remove a lock one of them (or anyone) has created since: judging and
+ * removing are one step. "busy": another process holds the guard; try again later.
+ */
+async function removeUnderGuard(
+  lock: string,
+  staleMs: number,
+  stillSame: (seen: Seen) => boolean,
+): Promise<"removed" | "changed" | "busy"> {
+  const guard = `${lock}.takeover`;
+  if (!(await tryCreate(guard, newOwnerToken()))) {
+    // Held for microseconds by a live taker: one found stale crashed mid-takeover.
+    const seen = inspect(guard);
+    if (seen && isStale(seen, staleMs)) await rm(guard, { force: true });
+    return "busy";
+  }
+  try {
+    const seen = inspect(lock);
+    if (!seen || !stillSame(seen)) return "changed";
+    await rm(lock, { recursive: true, force: true });
+    return "removed";
+  } finally {
+    await unlink(guard).catch(() => {});
+  }
+}
+
+/** Create `file` exclusively holding `owner`; false when it exists. */
+async function tryCreate(file: string, owner: string): Promise<boolean> {
+  try {
+    // One native call (open O_EXCL, write, close). A failed write leaves an ownerless lock that goes stale; it is not
+    // removed here, since an error does not say whose file it is.
+    await writeFile(file, owner, { flag: "wx", mode: PRIVATE_FILE_MODE });
     return true;
   } catch (error) {
-    if (code(error) === "ENOENT") {
-      await mkdir(path.dirname(lock), { recursive: true });
-      return false;
-    }
-    if (code(error) !== "EEXIST") throw error;
+    if (code(error) === "EEXIST") return false;
+    if (code(error) !== "ENOENT") throw error;
+    await makePrivateDir(path.dirname(file));
+    return false;
   }
-  const info = await stat(lock).catch(() => undefined);
+}
+
+/**
+ * One attempt. The lock is a file created with O_EXCL holding its owner's token: of several creators exactly one
+ * succeeds, on every local file system. (It used to be a directory made by proper-lockfile; creating and removing a
+ * small file costs a third of a mkdir/rmdir pair on ext4, and heartbeats take a lock each.) An abandoned lock (see
+ * isStale), file or directory, is removed under the takeover guard; then the attempt competes to create it as usual.
+ */
+async function tryAcquire(lock: string, owner: string, staleMs: number): Promise<boolean> {
+  if (await tryCreate(lock, owner)) return true;
+  const judged = inspect(lock);
   // Gone meanwhile: the holder just released it.
-  if (!info) return false;
-  if (Date.now() - info.mtimeMs <= staleMs) return false;
-  await rm(lock, { recursive: true, force: true });
-  return false;
+  if (!judged || !isStale(judged, staleMs)) return false;
+  const removal = await removeUnderGuard(
+    lock,
+    staleMs,
+    (seen) => seen.ino === judged.ino && seen.owner === judged.owner && isStale(seen, staleMs),
+  );
+  return removal === "removed" && (await tryCreate(lock, owner));
+}
+
+/** Ours, and young enough that nobody can be taking it over: it may be removed without the guard. */
+function isOwnFresh(seen: Seen | undefined, owner: string, staleMs: number): boolean {
+  if (seen?.owner !== owner) return false;
+  const age = Date.now() - seen.mtimeMs;
+  return age >= -FUTURE_SKEW_MS && age < staleMs / 2;
+}
+
+/**
+ * Give back a lock taken with `owner`, and only that lock: one taken over meanwhile (its holder stalled past
+ * `staleMs`) belongs to someone else now. A lock that is still fresh cannot be under takeover, so it goes at once;
+ * an older one only under the takeover guard.
+ */
+async function release(lock: string, owner: string, timing: LockTiming): Promise<void> {
+  const seen = inspect(lock);
+  if (seen?.owner !== owner) return;
+  if (isOwnFresh(seen, owner, timing.staleMs)) {
+    await unlink(lock).catch(() => {});
+    return;
+  }
+  await retryUntil(
+    async () => (await removeUnderGuard(lock, timing.staleMs, (now) => now.owner === owner)) !== "busy",
+    timing.maxWaitMs,
+    `releasing the lock ${lock}`,
+  ).catch(() => {
+    // Left in place: it is stale, so the next locker takes it over.
+  });
 }
 
 /**
@@ -80,100 +202,55 @@ async function retryUntil(attempt: () => Promise<boolean>, maxWaitMs: number, wh
 }
 
 /**
- * Take the lock on `file`; returns the function that releases it. `admit`, checked once the lock is taken, can turn
- * the holder away (the lock is given back and the wait goes on): that is how a lock defers to a wider one.
+ * Keep a lock fresh while its holder legitimately keeps it for long (a server start), so nobody takes it over. A lock
+ * that is already old, or no longer ours, is left as it is: someone may be taking it over, and a fresh mtime would
+ * make their re-check lie.
  */
-async function acquireFileLock(
-  file: string,
-  timing: Partial<LockTiming>,
-  admit?: () => Promise<boolean>,
-): Promise<() => Promise<void>> {
-  const { staleMs, maxWaitMs } = { ...DEFAULT_TIMING, ...timing };
+async function refresh(lock: string, owner: string, staleMs: number): Promise<void> {
+  if (!isOwnFresh(inspect(lock), owner, staleMs)) return;
+  const now = new Date();
+  await utimes(lock, now, now);
+}
+
+/** Take the lock on `file`; returns the function that releases it. */
+async function acquireFileLock(file: string, timing: Partial<LockTiming>): Promise<() => Promise<void>> {
+  const full = { ...DEFAULT_TIMING, ...timing };
   const lock = `${file}.lock`;
+  const owner = newOwnerToken();
   await retryUntil(
-    async () => {
-      if (!(await tryAcquire(lock, staleMs))) return false;
-      if (!admit || (await admit())) return true;
-      await unlink(lock).catch(() => {});
-      return false;
-    },
-    maxWaitMs,
+    () => tryAcquire(lock, owner, full.staleMs),
+    full.maxWaitMs,
     `waiting for the lock on ${file}`,
   );
   installExitHook();
-  held.add(lock);
-  // A holder that legitimately keeps the lock for long (a server start) keeps it fresh, so nobody takes it over.
-  const refresh = setInterval(
+  held.set(lock, { owner, staleMs: full.staleMs });
+  const refresher = setInterval(
     () => {
-      const now = new Date();
-      utimes(lock, now, now).catch(() => {});
+      refresh(lock, owner, full.staleMs).catch(() => {});
     },
-    Math.max(1, Math.floor(staleMs / 3)),
+    Math.max(1, Math.floor(full.staleMs / 6)),
   );
-  refresh.unref?.();
+  refresher.unref?.();
   return async () => {
-    clearInterval(refresh);
+    clearInterval(refresher);
     held.delete(lock);
-    await unlink(lock).catch(() => {});
+    await release(lock, owner, full);
   };
 }
 
 /**
  * Run `fn` while holding a cross-process lock on `file` (a `<file>.lock` file next to it).
  * OpenCode loads this plugin in several processes at once, so every read-modify-write of shared state goes through here.
- * With `admit`, the lock is only kept once `admit` says so (see acquireFileLock).
  */
 export async function withFileLock<T>(
   file: string,
   fn: () => Promise<T>,
   timing: Partial<LockTiming> = {},
-  admit?: () => Promise<boolean>,
 ): Promise<T> {
-  const release = await acquireFileLock(file, timing, admit);
+  const release = await acquireFileLock(file, timing);
   try {
     return await fn();
   } finally {
     await release();
   }
-}
-
-/** Whether someone holds the lock on `file` (a lock gone stale does not count: its holder crashed). */
-export async function isLocked(file: string, timing: Partial<LockTiming> = {}): Promise<boolean> {
-  const { staleMs } = { ...DEFAULT_TIMING, ...timing };
-  const info = await stat(`${file}.lock`).catch(() => undefined);
-  return info !== undefined && Date.now() - info.mtimeMs <= staleMs;
-}
-
-/**
- * Wait until none of `files` is locked. Only meaningful while new lockers are kept out (their `admit` fails): then
- * once this returns, nobody holds or will take these locks until the caller lets them. One directory listing per
- * check, however many files: creating a thousand lock files would cost far more (creates in one directory
- * serialise on it).
- */
-export async function waitUntilUnlocked(
-  files: readonly string[],
-  timing: Partial<LockTiming> = {},
-): Promise<void> {
-  const { maxWaitMs } = { ...DEFAULT_TIMING, ...timing };
-  const byDir = new Map<string, Set<string>>();
-  for (const file of files) {
-    const dir = path.dirname(file);
-    const names = byDir.get(dir) ?? new Set<string>();
-    names.add(`${path.basename(file)}.lock`);
-    byDir.set(dir, names);
-  }
-  await retryUntil(
-    async () => {
-      for (const [dir, names] of byDir) {
-        const entries = await readdir(dir).catch(() => [] as string[]);
-        for (const entry of entries) {
-          if (names.has(entry) && (await isLocked(path.join(dir, entry.slice(0, -".lock".length)), timing)))
-            return false;
-        }
-      }
-      return true;
-    },
-    maxWaitMs,
-    `waiting for ${files.length} lock(s) to be released`,
-  );
 }

@@ -36,9 +36,14 @@ export function assertAgentId(agentId: string): void {
 
 export const DEFAULT_STORAGE_SUBDIR = path.join(".opencode", "opencode-teams");
 
+/** Overrides the storage root; the project server we start carries it, so every plugin instance in it agrees. */
+export const STORAGE_DIR_ENV = "OPENCODE_TEAMS_DIR";
+/** The leader's project root, carried by the project server we start (see resolveProjectRoot). */
+export const PROJECT_ROOT_ENV = "OPENCODE_TEAMS_PROJECT_ROOT";
+
 /** `OPENCODE_TEAMS_DIR` wins; otherwise the storage lives inside the project root the plugin was given. */
 export function resolveStorageRoot(projectRoot: string, env: NodeJS.ProcessEnv = process.env): string {
-  const override = env.OPENCODE_TEAMS_DIR;
+  const override = env[STORAGE_DIR_ENV];
   if (override && override.trim() !== "") return path.resolve(projectRoot, override);
   return path.join(projectRoot, DEFAULT_STORAGE_SUBDIR);
 }

@@ -136,6 +136,11 @@ export const AgentStateSchema = z.object({
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
   outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),
   shutdownRequestedAt: isoDate.optional(),
+  /**
+   * Until when the graceful kill's caller waits for the confirmation. Its caller may die before (a cut-off tool call,
+   * an OpenCode restart): the stale sweep then finishes the kill, so the agent never stays shutting_down for good.
+   */
+  shutdownDeadlineAt: isoDate.optional(),
   /** Set by the agent's own `confirm-shutdown` call: a graceful kill may finish now. */
   shutdownConfirmedAt: isoDate.optional(),
   tags: z.array(z.string()).default([]),
@@ -255,6 +260,17 @@ export const AgentHistorySchema = z.object({
 });
 export type AgentHistory = z.infer<typeof AgentHistorySchema>;
 
+/**
+ * The credentials the project server was started with: a password generated for it (kept only here, in a 0600 file),
+ * or the user's own OPENCODE_SERVER_PASSWORD, which is never written down and is read from the environment again.
+ * Absent in files written before servers had a password.
+ */
+export const ServerAuthSchema = z.discriminatedUnion("source", [
+  z.object({ source: z.literal("generated"), username: z.string().min(1), password: z.string().min(1) }),
+  z.object({ source: z.literal("environment"), username: z.string().min(1) }),
+]);
+export type ServerAuth = z.infer<typeof ServerAuthSchema>;
+
 export const ServerInfoSchema = z.object({
   version,
   projectPath: z.string(),
@@ -264,6 +280,7 @@ export const ServerInfoSchema = z.object({
   startedAt: isoDate,
   activeSessions: z.number().int().min(0),
   logPath: z.string(),
+  auth: ServerAuthSchema.optional(),
 });
 export type ServerInfo = z.infer<typeof ServerInfoSchema>;
 

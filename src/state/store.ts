@@ -4,6 +4,7 @@ import path from "node:path";
 import writeFileAtomic from "write-file-atomic";
 import type { z } from "zod";
 import { type LockTiming, withFileLock } from "./lock.ts";
+import { makePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tightenDir } from "./modes.ts";
 
 export type ReadResult<T> =
   | { kind: "ok"; value: T }
@@ -24,28 +25,54 @@ function describeProblem(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+export type QuarantineOutcome =
+  | { kind: "moved"; to: string }
+  /** Another process moved or removed it first. */
+  | { kind: "gone" }
+  /** The file no longer holds the damaged bytes (a writer replaced it): nothing moved; read it again. */
+  | { kind: "changed" };
+
+const sameBytes = (a: Buffer, b: Buffer | string) => a.equals(typeof b === "string" ? Buffer.from(b) : b);
+
 /**
- * Move a damaged file aside so the next read starts clean and a human can still inspect what was there.
- * Returns where it went (undefined when it vanished meanwhile: another process got there first).
+ * Move a damaged file aside so the next read starts clean and a human can still inspect what was there, but only the
+ * very file that was read damaged (`damaged`: its bytes): a newer file a writer put in its place since is left alone.
+ * Checked before the rename, and again after it on what was moved, since a writer can replace the file in between;
+ * a newer file moved by mistake is put back (unless a newer one still is there). What is left: for the microseconds
+ * of that repair the file is missing, and a reader then takes it for absent. See specs/storage.md (Damaged files).
  */
-export async function quarantine(file: string, now: Date = new Date()): Promise<string | undefined> {
+export async function quarantine(
+  file: string,
+  damaged: Buffer | string,
+  now: Date = new Date(),
+): Promise<QuarantineOutcome> {
   const stamp = now.toISOString().replace(/[:.]/g, "-");
   const target = `${file}.corrupt-${stamp}-${process.pid}`;
   try {
+    if (!sameBytes(await readFile(file), damaged)) return { kind: "changed" };
     await rename(file, target);
-    return target;
   } catch (error) {
-    if (isNotFound(error)) return undefined;
+    if (isNotFound(error)) return { kind: "gone" };
     throw error;
   }
+  if (sameBytes(await readFile(target), damaged)) return { kind: "moved", to: target };
+  await link(target, file).catch(() => {});
+  await unlink(target).catch(() => {});
+  return { kind: "changed" };
 }
 
-function corruptWarning(file: string, problem: string, movedTo: string | undefined): string {
-  const where = movedTo
-    ? `moved aside to ${path.basename(movedTo)}`
-    : "already moved aside by another process";
+export function corruptWarning(file: string, problem: string, outcome: QuarantineOutcome): string {
+  const where =
+    outcome.kind === "moved"
+      ? `moved aside to ${path.basename(outcome.to)}`
+      : outcome.kind === "gone"
+        ? "already moved aside by another process"
+        : "left in place: it kept changing while being read";
   return `${path.basename(file)} was damaged (${problem}) and ${where}`;
 }
+
+/** How many times a read starts over when the damaged file it was about to move aside turned out replaced. */
+const REREADS_AFTER_CHANGE = 3;
 
 /** Parse and validate text already read; a problem is returned, never thrown. */
 export function parseJson<S extends z.ZodType>(
@@ -64,17 +91,21 @@ export async function readJson<S extends z.ZodType>(
   file: string,
   schema: S,
 ): Promise<ReadResult<z.infer<S>>> {
-  let text: string;
-  try {
-    text = await readFile(file, "utf8");
-  } catch (error) {
-    if (isNotFound(error)) return { kind: "missing" };
-    throw error;
+  for (let attempt = 0; ; attempt++) {
+    let text: string;
+    try {
+      text = await readFile(file, "utf8");
+    } catch (error) {
+      if (isNotFound(error)) return { kind: "missing" };
+      throw error;
+    }
+    const parsed = parseJson(text, schema);
+    if (parsed.ok) return { kind: "ok", value: parsed.value };
+    const outcome = await quarantine(file, text);
+    if (outcome.kind === "changed" && attempt < REREADS_AFTER_CHANGE) continue;
+    const movedTo = outcome.kind === "moved" ? outcome.to : undefined;
+    return { kind: "corrupt", warning: corruptWarning(file, parsed.problem, outcome), movedTo };
   }
-  const parsed = parseJson(text, schema);
-  if (parsed.ok) return { kind: "ok", value: parsed.value };
-  const movedTo = await quarantine(file);
-  return { kind: "corrupt", warning: corruptWarning(file, parsed.problem, movedTo), movedTo };
 }
 
 export interface WriteOptions {
@@ -97,8 +128,13 @@ export async function writeJson<S extends z.ZodType>(
   options: WriteOptions = {},
 ): Promise<void> {
   const valid = schema.parse(value);
-  await mkdir(path.dirname(file), { recursive: true });
-  await writeFileAtomic(file, `${JSON.stringify(valid, null, 2)}\n`, { fsync: options.durable ?? true });
+  await makePrivateDir(path.dirname(file));
+  // An explicit mode: without it write-file-atomic copies the replaced file's mode, and a file of an older install
+  // would stay readable by others.
+  await writeFileAtomic(file, `${JSON.stringify(valid, null, 2)}\n`, {
+    fsync: options.durable ?? true,
+    mode: PRIVATE_FILE_MODE,
+  });
 }
 
 /**
@@ -112,12 +148,12 @@ export async function createJson<S extends z.ZodType>(
   options: WriteOptions = {},
 ): Promise<void> {
   const valid = schema.parse(value);
-  await mkdir(path.dirname(file), { recursive: true });
+  await makePrivateDir(path.dirname(file));
   // Written whole under a temporary name, then linked into place: link() is atomic and fails if the name exists, so
   // the file is created exclusively and no reader ever sees it half-written (a reader would take a partial file for a
   // damaged one and move it aside).
   const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
-  const handle = await open(temp, "wx");
+  const handle = await open(temp, "wx", PRIVATE_FILE_MODE);
   try {
     await handle.writeFile(`${JSON.stringify(valid, null, 2)}\n`);
     if (options.durable ?? true) await handle.sync();
@@ -172,11 +208,19 @@ export async function listDir(dir: string): Promise<string[]> {
   }
 }
 
-/** The storage dir ignores itself, so team state never shows up in the user's git status. */
+/**
+ * The storage dir ignores itself, so team state never shows up in the user's git status. It is private to its owner
+ * (specs/storage.md); one made looser by an older version is tightened. Its parent keeps the default mode: it is the
+ * project's, not ours.
+ */
 export async function ensureStorageRoot(root: string): Promise<void> {
-  await mkdir(root, { recursive: true });
+  await mkdir(path.dirname(root), { recursive: true });
+  await mkdir(root, { mode: PRIVATE_DIR_MODE }).catch((error: NodeJS.ErrnoException) => {
+    if (error.code !== "EEXIST") throw error;
+  });
+  await tightenDir(root);
   try {
-    await writeFile(path.join(root, ".gitignore"), "*\n", { flag: "wx" });
+    await writeFile(path.join(root, ".gitignore"), "*\n", { flag: "wx", mode: PRIVATE_FILE_MODE });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
   }

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
@@ -6,6 +5,7 @@ import { mapLimit } from "../map-limit.ts";
 import { readSlot, writeSlot } from "./heartbeat-slot.ts";
 import type { LockTiming } from "./lock.ts";
 import { withFileLock } from "./lock.ts";
+import { tightenDir } from "./modes.ts";
 import { isAgentId, type StoragePaths } from "./paths.ts";
 import { type SalvagedAgent, salvageAgent } from "./salvage.ts";
 import {
@@ -25,13 +25,13 @@ import {
   ensureStorageRoot,
   listDir,
   parseJson,
-  quarantine,
   type ReadResult,
   readJson,
   type UpdateOutcome,
   updateJson,
   writeJson,
 } from "./store.ts";
+import { newTaskSeries } from "./task-series.ts";
 
 /** An agent's durable state together with its freshest liveness record. */
 export interface AgentView {
@@ -64,14 +64,6 @@ export function effectiveHeartbeatTs(state: AgentState, heartbeat: HeartbeatReco
 
 function byText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** Crockford's base32 alphabet in lower case: no i, l, o or u to misread. */
-const SERIES_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
-
-/** 5 crypto-random characters (25 bits): two lost boards of one team share a series about once in 33 million. */
-function newTaskSeries(): string {
-  return Array.from(randomBytes(5), (byte) => SERIES_ALPHABET[byte % 32]).join("");
 }
 
 /** Agents read, decided and written at once by a batch: enough to overlap the disk's latency, few enough for its queue. */
@@ -121,6 +113,16 @@ function tracesWithoutFile(names: readonly string[]): ReadonlyMap<string, readon
   return traces;
 }
 
+/**
+ * Whether `warning` already tells what the damage note `note` says: the note itself, or the same moved-aside copy (a
+ * listing describes an unreadable agent in its own words, naming the copy its file was moved to).
+ */
+function tells(warning: string, note: string): boolean {
+  if (warning.includes(note)) return true;
+  const copy = / moved aside to (\S+)/.exec(note)?.[1];
+  return copy !== undefined && warning.includes(copy);
+}
+
 /** Typed access to one project's team state. Every method validates names before touching a path. */
 export class TeamStore {
   /** Listings only: single reads (under a lock, before a write) always go to the file. */
@@ -130,6 +132,11 @@ export class TeamStore {
   private readonly agentTraces = new StatCache<ReadonlyMap<string, readonly string[]>>();
   /** How many agent files each team had at its last listing (see listAgentViews). */
   private readonly listedCounts = new Map<string, number>();
+  /**
+   * Damage found by reads whose caller had no tool result to put it in (the sweep, the monitor, a slot read behind
+   * an agent read), per team, until a listing hands it on (withDamageNotes). See specs/storage.md (Damaged files).
+   */
+  private readonly damageNotes = new Map<string, Set<string>>();
 
   constructor(
     readonly paths: StoragePaths,
@@ -138,6 +145,32 @@ export class TeamStore {
 
   async init(): Promise<void> {
     await ensureStorageRoot(this.paths.root);
+  }
+
+  /** Close a storage dir an older version left readable by others, without creating it. Whether it changed. */
+  secureRoot(): Promise<boolean> {
+    return tightenDir(this.paths.root);
+  }
+
+  /** Remember a damaged file's warning for the team's next listing; returns `read` unchanged. */
+  private noted<T extends { kind: string; warning?: string }>(teamName: string, read: T): T {
+    if (read.kind === "corrupt" && read.warning) {
+      const notes = this.damageNotes.get(teamName) ?? new Set<string>();
+      notes.add(read.warning);
+      this.damageNotes.set(teamName, notes);
+    }
+    return read;
+  }
+
+  /**
+   * `warnings` plus the team's damage found since the last listing and not already among them. Tool results that list
+   * a team call this, so damage that a background read found and moved aside still reaches the user once.
+   */
+  withDamageNotes(teamName: string, warnings: readonly string[]): string[] {
+    const notes = this.damageNotes.get(teamName);
+    this.damageNotes.delete(teamName);
+    const unseen = [...(notes ?? [])].filter((note) => !warnings.some((warning) => tells(warning, note)));
+    return [...warnings, ...unseen];
   }
 
   // Teams
@@ -168,8 +201,8 @@ export class TeamStore {
 
   // Agents
 
-  readAgent(teamName: string, agentId: string): Promise<ReadResult<AgentState>> {
-    return readJson(this.paths.agentState(teamName, agentId), AgentStateSchema);
+  async readAgent(teamName: string, agentId: string): Promise<ReadResult<AgentState>> {
+    return this.noted(teamName, await readJson(this.paths.agentState(teamName, agentId), AgentStateSchema));
   }
 
   async writeAgent(state: AgentState): Promise<void> {
@@ -237,7 +270,7 @@ export class TeamStore {
     teamName: string,
     agentId: string,
   ): Promise<{ record?: HeartbeatRecord; warning?: string }> {
-    const slot = await readSlot(this.paths.heartbeatSlot(teamName, agentId));
+    const slot = this.noted(teamName, await readSlot(this.paths.heartbeatSlot(teamName, agentId)));
     if (slot.kind === "ok") return { record: slot.record };
     if (slot.kind === "corrupt") return { warning: slot.warning };
     return {};
@@ -385,19 +418,20 @@ export class TeamStore {
     await writeJson(this.inboxMessageFile(message), InboxMessageSchema, { ...message, deliveredAt });
   }
 
+  /** One inbox message; a damaged one is moved aside, reported and noted for the team's next listing. */
+  async readInboxMessage(teamName: string, file: string): Promise<ReadResult<InboxMessage>> {
+    return this.noted(teamName, await readJson(file, InboxMessageSchema));
+  }
+
   async readInbox(teamName: string, agentId: string): Promise<Listed<InboxMessage>> {
     const dir = this.paths.inboxDir(teamName, agentId);
     const files = (await listDir(dir)).filter((file) => file.endsWith(".json")).sort();
     const items: InboxMessage[] = [];
     const warnings: string[] = [];
     for (const file of files) {
-      const full = path.join(dir, file);
-      const parsed = parseJson(await readFile(full, "utf8").catch(() => ""), InboxMessageSchema);
-      if (parsed.ok) items.push(parsed.value);
-      else {
-        const movedTo = await quarantine(full);
-        if (movedTo) warnings.push(`inbox message ${file} was damaged (${parsed.problem}) and moved aside`);
-      }
+      const read = await this.readInboxMessage(teamName, path.join(dir, file));
+      if (read.kind === "ok") items.push(read.value);
+      else if (read.kind === "corrupt") warnings.push(`inbox message ${read.warning}`);
     }
     return { items, warnings };
   }

@@ -1,5 +1,5 @@
 /**
- * Issue 6's scenario end to end, through `npm run demo`'s own code (scripts/demo.ts runDemo, scripted model), so the
+ * The README's scenario end to end, through `npm run demo`'s own code (scripts/demo.ts runDemo, scripted model), so the
  * demo cannot rot: a real leader-side `opencode serve` with the plugin, the project server the plugin starts, real
  * tmux panes on a private socket running `opencode attach`, scripted workers. Assertions are on tool results and
  * state files the scenario recorded at each step (scripts/scenario.ts), and on what is left running afterwards.

@@ -17,7 +17,9 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { basicAuthHeaders } from "../../src/edges/opencode-client.ts";
 import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
+import { recordedCredentials } from "../../src/edges/server-auth.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import { killAgent } from "../../src/operations/kill.ts";
@@ -30,6 +32,7 @@ import { type AgentState, type ServerInfo, ServerInfoSchema } from "../../src/st
 import { writeJson } from "../../src/state/store.ts";
 import { TeamStore } from "../../src/state/team-store.ts";
 import {
+  freePort,
   type MockModel,
   type MockRequest,
   OPENCODE_BIN,
@@ -101,10 +104,12 @@ async function agentFile(projectDir: string, team: string, agentId: string): Pro
   return read.value;
 }
 
-/** GET a JSON route of another server (the project server the plugin started). */
+/** GET a JSON route of the project server the plugin started, with the credentials it recorded. */
 async function getJson<T>(url: string, route: string, directory: string): Promise<T> {
   const sep = route.includes("?") ? "&" : "?";
+  const info = readInfo(directory);
   const res = await fetch(`${url}${route}${sep}directory=${encodeURIComponent(directory)}`, {
+    headers: basicAuthHeaders((info && recordedCredentials(info)) ?? {}),
     signal: AbortSignal.timeout(10_000),
   });
   if (!res.ok) throw new Error(`GET ${route}: ${res.status}`);
@@ -126,41 +131,34 @@ const WORKER_SCRIPT = [
   "@@say working",
 ].join("\n");
 
+const PROXY = path.join(import.meta.dir, "fixtures", "opencode-blocking-proxy.ts");
+
 /**
- * A pass-through proxy in front of an OpenCode server that fails `prompt_async` (the plugin's delivery route; the TUI
- * submits with POST /session/{id}/message and still gets through). Registered as the project's server in ServerInfo.
+ * A proxy in front of an OpenCode server that fails `prompt_async` (tests/e2e/fixtures/opencode-blocking-proxy.ts),
+ * run as a process of its own: registered as the project's server in ServerInfo, it passes the identity check.
  */
-function promptBlockingProxy(target: string) {
-  return Bun.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    idleTimeout: 0,
-    async fetch(request) {
-      const url = new URL(request.url);
-      if (request.method === "POST" && /\/session\/[^/]+\/prompt_async$/.test(url.pathname)) {
-        return Response.json(
-          { name: "ProxyError", data: { message: "prompt_async blocked" } },
-          { status: 500 },
-        );
-      }
-      const headers = new Headers(request.headers);
-      headers.delete("host");
-      headers.delete("accept-encoding");
-      const response = await fetch(`${target}${url.pathname}${url.search}`, {
-        method: request.method,
-        headers,
-        body: request.method === "GET" || request.method === "HEAD" ? undefined : await request.arrayBuffer(),
-      });
-      // fetch already decoded the body; passing the encoding header on would make the client decode it twice.
-      const out = new Headers(response.headers);
-      out.delete("content-encoding");
-      out.delete("content-length");
-      return new Response(response.body, { status: response.status, headers: out });
-    },
+async function promptBlockingProxy(
+  target: string,
+): Promise<{ pid: number; port: number; stop(): Promise<void> }> {
+  const port = await freePort();
+  const child = Bun.spawn(
+    [process.execPath, PROXY, "serve", "--hostname", "127.0.0.1", "--port", String(port), "--target", target],
+    { stdio: ["ignore", "ignore", "inherit"] },
+  );
+  reaper(child.pid);
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/`).catch(() => undefined)) !== undefined, {
+    message: "the proxy to listen",
   });
+  return { pid: child.pid, port, stop: async () => void (await terminateProcess(child.pid, 2_000)) };
 }
 
+/** Record a project server, with the credentials already recorded (or a made-up password for an open server). */
 async function registerProjectServer(projectDir: string, pid: number, port: number): Promise<void> {
+  const auth = readInfo(projectDir)?.auth ?? {
+    source: "generated",
+    username: "opencode",
+    password: "proxy-pw",
+  };
   await writeJson(infoFile(projectDir), ServerInfoSchema, {
     version: 1,
     projectPath: projectDir,
@@ -170,6 +168,7 @@ async function registerProjectServer(projectDir: string, pid: number, port: numb
     startedAt: new Date().toISOString(),
     activeSessions: 0,
     logPath: path.join(path.dirname(infoFile(projectDir)), "server.log"),
+    auth,
   });
 }
 
@@ -496,9 +495,9 @@ describe("prompt delivery falls back to typing into the pane", () => {
     const leader = (await main.client.session.list()).data?.find((s) => s.title === "leader")?.id;
     const info = readInfo(main.projectDir);
     if (!leader || !info) throw new Error("the first describe did not run");
-    const proxy = promptBlockingProxy(`http://127.0.0.1:${info.port}`);
+    const proxy = await promptBlockingProxy(`http://127.0.0.1:${info.port}`);
     try {
-      await registerProjectServer(main.projectDir, info.pid, proxy.port as number);
+      await registerProjectServer(main.projectDir, proxy.pid, proxy.port);
       const w3 = await callTool<SpawnOutput>(main, leader, "spawn-agent", {
         teamName: "alpha",
         name: "w3",
@@ -531,7 +530,7 @@ describe("prompt delivery falls back to typing into the pane", () => {
       expect(typeof attachPid === "number" && processRunning(attachPid)).toBe(false);
     } finally {
       await registerProjectServer(main.projectDir, info.pid, info.port);
-      proxy.stop(true);
+      await proxy.stop();
     }
   }, 90_000);
 });
@@ -633,9 +632,9 @@ describe("spawn-agent error rows on a real server", () => {
   test("prompt delivery failure: the agent stays spawning and the response says so", async () => {
     // A project server whose prompt_async always fails: a proxy in front of the real server, registered as the
     // project's server (ServerInfo), so ensureRunning reuses it. Headless: no pane to type into either.
-    const proxy = promptBlockingProxy(errors.url);
+    const proxy = await promptBlockingProxy(errors.url);
     try {
-      await registerProjectServer(errors.projectDir, errors.pid, proxy.port as number);
+      await registerProjectServer(errors.projectDir, proxy.pid, proxy.port);
       const result = await callTool<SpawnOutput>(errors, leader, "spawn-agent", {
         teamName: "beta",
         prompt: "never arrives",
@@ -650,7 +649,7 @@ describe("spawn-agent error rows on a real server", () => {
       const messages = (await errors.client.session.messages({ path: { id: result.sessionId } })).data ?? [];
       expect(messages).toHaveLength(0);
     } finally {
-      proxy.stop(true);
+      await proxy.stop();
     }
   }, 60_000);
 });

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { ManualClock } from "../../src/clock.ts";
 import { GitCli } from "../../src/edges/git.ts";
+import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
 import { paneTiming } from "../../src/operations/agent-pane.ts";
 import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
@@ -23,6 +24,8 @@ export interface TestContext extends TeamsContext {
   tmux: FakeTmux;
   /** When set, ensureProjectServer() fails with `Failed to start OpenCode server: <this>`. */
   serverStartFailure: string | undefined;
+  /** The credentials ensureProjectServer() hands out (ProjectServer.credentials). */
+  serverCredentials: ServerCredentials | undefined;
   /** How many times ensureProjectServer() was called. */
   serverEnsureCalls: number;
   logs: { level: LogLevel; message: string }[];
@@ -44,7 +47,9 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
   const store = new TeamStore(new StoragePaths(resolveStorageRoot(projectRoot, {})));
   await store.init();
   const server = new FakeOpencode("http://127.0.0.1:28001");
+  server.directory = projectRoot;
   const local = new FakeOpencode("http://127.0.0.1:4096");
+  local.directory = projectRoot;
   const tmux = new FakeTmux();
   const ctx: TestContext = {
     projectRoot,
@@ -58,6 +63,7 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
     tmux,
     projectServerUp: true,
     serverStartFailure: undefined,
+    serverCredentials: undefined,
     serverEnsureCalls: 0,
     edges: {
       projectServer: async () => (ctx.projectServerUp ? server : undefined),
@@ -79,6 +85,7 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
             activeSessions: 0,
             logPath: store.paths.serverLog(projectRoot),
           },
+          ...(ctx.serverCredentials ? { credentials: ctx.serverCredentials } : {}),
         };
       },
       opencodeBinary: () => "opencode",

@@ -29,6 +29,11 @@ export class FakeOpencode implements OpencodeApi {
   /** promptAsync succeeds but the message never lands (delivery verification). */
   dropPrompts = false;
   calls: string[] = [];
+  /**
+   * The directory the client names by default (the project root). Like the real server, sessionStatuses() lists a
+   * session only under the directory it was created in.
+   */
+  directory = "/";
   private nextId = 1;
   private listeners = new Set<(event: Event | null) => void>();
 
@@ -51,7 +56,7 @@ export class FakeOpencode implements OpencodeApi {
     const session: FakeSession = {
       id: partial.id ?? `ses_fake${this.nextId++}`,
       title: partial.title ?? "",
-      directory: partial.directory ?? "/",
+      directory: partial.directory ?? this.directory,
       activity: partial.activity ?? "idle",
       prompts: [],
       messages: partial.messages ?? 0,
@@ -65,11 +70,14 @@ export class FakeOpencode implements OpencodeApi {
     return !this.down;
   }
 
-  async sessionStatuses(): Promise<Record<string, SessionActivity>> {
+  async sessionStatuses(
+    directories: readonly string[] = [this.directory],
+  ): Promise<Record<string, SessionActivity>> {
     this.check("sessionStatuses");
+    const asked = new Set(directories);
     const out: Record<string, SessionActivity> = {};
     for (const session of this.sessions.values())
-      if (session.activity !== "idle") out[session.id] = session.activity;
+      if (session.activity !== "idle" && asked.has(session.directory)) out[session.id] = session.activity;
     return out;
   }
 

@@ -129,6 +129,8 @@ describe("opencode-teams CLI", () => {
       "storage",
       "state files",
       "server",
+      "plugin config",
+      "plugin loads",
     ]);
     expect(report.checks.find((c) => c.name === "storage")?.level).toBe("ok");
 

@@ -47,7 +47,8 @@ test("events: blocks split across chunks are put together; comments and non-JSON
   }
   expect(seen.map((e) => e.type)).toEqual(["server.connected", "session.idle", "session.deleted"]);
   const request = requests[0] as Request;
-  expect(new URL(request.url).searchParams.get("directory")).toBe("/work/project");
+  // The global stream: every directory's events, not only those of the project root.
+  expect(new URL(request.url).pathname).toBe("/global/event");
   expect(request.headers.get("authorization")).toBe(`Basic ${Buffer.from("opencode:pw").toString("base64")}`);
 });
 
@@ -86,5 +87,5 @@ test("events: a server that refuses the stream is an error, not an empty stream"
   const read = async () => {
     for await (const _ of api.events(new AbortController().signal)) break;
   };
-  await expect(read()).rejects.toThrow("GET /event failed (HTTP 401)");
+  await expect(read()).rejects.toThrow("GET /global/event failed (HTTP 401)");
 });

@@ -1,10 +1,11 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { writeFile } from "node:fs/promises";
-import { createServer, type Server } from "node:net";
 import { v4 as uuidv4 } from "uuid";
+import type { ServerReport } from "../../src/edges/server-manager.ts";
 import type { AgentStatusResponse, StatusSummary } from "../../src/operations/status.ts";
+import type { ServerInfo } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
@@ -52,7 +53,7 @@ const SEED_KEYS = [
 ];
 
 describe("get-agent-status", () => {
-  test("each agent carries seed 000's fields and nothing else", async () => {
+  test("each agent carries the spec's fields and nothing else", async () => {
     await addAgent(ctx, "alpha", {
       paneId: "%4",
       lastError: "APIError: rate limited",
@@ -85,7 +86,7 @@ describe("get-agent-status", () => {
     expect(view).toMatchObject({ heartbeatAge: 60, heartbeatHealthy: false });
   });
 
-  test("summary counts as the seed's table; terminated hidden unless asked for", async () => {
+  test("summary counts as the spec's table; terminated hidden unless asked for", async () => {
     await addAgent(ctx, "alpha", { name: "a1", status: "active" });
     await addAgent(ctx, "alpha", { name: "i1", status: "idle" });
     await addAgent(ctx, "alpha", { name: "x1", status: "inactive" });
@@ -192,60 +193,78 @@ describe("get-agent-status", () => {
 });
 
 describe("get-agent-status: includeServer", () => {
-  let listener: Server | undefined;
-  afterEach(() => {
-    listener?.close();
-    listener = undefined;
+  const info: ServerInfo = {
+    version: 1,
+    projectPath: "/p",
+    pid: 4242,
+    port: 28123,
+    hostname: "127.0.0.1",
+    startedAt: "2026-01-01T00:00:00.000Z",
+    activeSessions: 2,
+    logPath: "/tmp/x.log",
+  };
+  let reports = 0;
+  beforeEach(() => {
+    reports = 0;
   });
 
-  async function listen(): Promise<number> {
-    const server = createServer((socket) => socket.end());
-    listener = server;
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const address = server.address();
-    if (!address || typeof address === "string") throw new Error("no port");
-    return address.port;
+  /** The server as ServerManager.report() would see it (tests/unit/server-manager.test.ts covers that side). */
+  function serverIs(report: ServerReport): void {
+    ctx.edges.serverControl = {
+      report: async () => {
+        reports++;
+        return report;
+      },
+      stop: async () => ({ stopped: false, detail: "not in this test" }),
+      startedByThisProcess: async () => false,
+    };
   }
 
   test("no ServerInfo: server is left out even when asked for", async () => {
+    serverIs({ state: "none", detail: "no server" });
     const result = await status({ includeServer: true });
     expect(result.success).toBe(true);
     expect(result.server).toBeUndefined();
   });
 
-  test("running: PID alive, port open, healthy; activeSessions as recorded", async () => {
-    const port = await listen();
-    await recordServerInfo(ctx, port, { activeSessions: 2 });
+  test("running: verified ours and healthy; activeSessions as recorded", async () => {
+    serverIs({ state: "running", info, detail: "healthy" });
     const result = await status({ includeServer: true });
     expect(result.server).toEqual({
-      port,
-      pid: process.pid,
+      port: 28123,
+      pid: 4242,
       isRunning: true,
+      state: "running",
       activeSessions: 2,
       hostname: "127.0.0.1",
       startedAt: "2026-01-01T00:00:00.000Z",
     });
+    expect(result.warnings).toBeUndefined();
   });
 
-  test("not running when the PID is gone, the port is closed, or health fails", async () => {
-    const port = await listen();
-    await recordServerInfo(ctx, port, { pid: 2 ** 22 + 17, activeSessions: 3 });
-    expect((await status({ includeServer: true })).server).toMatchObject({
-      isRunning: false,
-      activeSessions: 0,
+  test("stopped: not running, no sessions", async () => {
+    serverIs({ state: "stopped", info, detail: "gone" });
+    const result = await status({ includeServer: true });
+    expect(result.server).toMatchObject({ isRunning: false, state: "stopped", activeSessions: 0 });
+  });
+
+  test("alive but not answering: unresponsive with a warning, its sessions still counted", async () => {
+    serverIs({
+      state: "unresponsive",
+      info,
+      detail: "pid 4242 is alive but its health check does not answer",
     });
-
-    await recordServerInfo(ctx, 9);
-    expect((await status({ includeServer: true })).server?.isRunning).toBe(false);
-
-    await recordServerInfo(ctx, port);
-    ctx.server.down = true;
-    expect((await status({ includeServer: true })).server?.isRunning).toBe(false);
+    const result = await status({ includeServer: true });
+    expect(result.server).toMatchObject({ isRunning: false, state: "unresponsive", activeSessions: 2 });
+    expect(result.warnings).toEqual([
+      "The project server is unresponsive: pid 4242 is alive but its health check does not answer.",
+    ]);
   });
 
   test("without includeServer the server is not looked at", async () => {
-    await recordServerInfo(ctx, 9);
+    serverIs({ state: "running", info, detail: "healthy" });
     const result = await status({});
     expect(result.server).toBeUndefined();
+    expect(reports).toBe(0);
   });
 });

@@ -35,7 +35,7 @@ function beat(agent: AgentState, extra: Record<string, unknown> = {}, sessionId 
 }
 
 describe("heartbeat: success", () => {
-  test("returns the seed's output; nextDeadline is heartbeatTs + 60 s", async () => {
+  test("returns the spec's output; nextDeadline is heartbeatTs + 60 s", async () => {
     const agent = await addAgent(ctx, "alpha");
     ctx.clock.advance(10_000);
     const result = await beat(agent);
@@ -172,7 +172,7 @@ describe("heartbeat: metadata", () => {
   });
 });
 
-describe("heartbeat: every error row of seed 001", () => {
+describe("heartbeat: every error row of specs/heartbeat.md", () => {
   test("agent not found", async () => {
     const missing = uuidv4();
     const result = await call<Beat>("heartbeat", { agentId: missing, teamName: "alpha" }, "ses_x");

@@ -34,7 +34,7 @@ function entry(
   };
 }
 
-describe("max entries (seed 004 rule)", () => {
+describe("max entries (specs/agent-history.md rule)", () => {
   test("the oldest completed or failed entry goes first", () => {
     const entries = [
       entry("spawned", 1),
@@ -67,7 +67,7 @@ describe("max entries (seed 004 rule)", () => {
     expect(kept.map((e) => e.status)).toEqual(["spawned", "interrupted", "timeout"]);
   });
 
-  test("recording past max_entries keeps the file bounded in the seed's order", async () => {
+  test("recording past max_entries keeps the file bounded in the spec's order", async () => {
     for (let i = 0; i < 8; i++) {
       ctx.clock.advance(60_000);
       const agent = await addAgent(ctx, "alpha", { name: `w${i}`, prompt: `job ${i}` });

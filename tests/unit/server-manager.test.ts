@@ -2,19 +2,10 @@
  * ServerManager with real processes and a stand-in `opencode serve` (tests/unit/fixtures/fake-opencode-serve.ts):
  * ports, reuse, detaching, credentials, and every way a start can fail. The real binary is covered in tests/e2e.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import {
-  chmodSync,
-  existsSync,
-  mkdtempSync,
-  readFileSync,
-  realpathSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
+import { existsSync, readFileSync } from "node:fs";
 import { readlink } from "node:fs/promises";
 import net from "node:net";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { pidAlive } from "../../src/edges/process.ts";
 import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
@@ -23,58 +14,17 @@ import {
   PORT_FIRST,
   PORT_LAST,
   preferredPort,
-  ServerManager,
   ServerStartError,
 } from "../../src/edges/server-manager.ts";
-import { StoragePaths } from "../../src/state/paths.ts";
 import { ServerInfoSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
+import { fakeServeKit } from "../helpers/fake-serve.ts";
 
-const FIXTURE = path.join(import.meta.dir, "fixtures", "fake-opencode-serve.ts");
-let root: string;
-let fakeBin: string;
-const started = new Set<number>();
+const kit = fakeServeKit("oct-srv-");
+const { root, project, manager, track } = kit;
 
-function project(name: string) {
-  const dir = path.join(root, name);
-  const paths = new StoragePaths(path.join(dir, ".opencode", "opencode-teams"));
-  return { dir, paths };
-}
-
-function manager(
-  dir: string,
-  paths: StoragePaths,
-  env: Record<string, string> = {},
-  extra: Partial<ConstructorParameters<typeof ServerManager>[0]> = {},
-) {
-  return new ServerManager({
-    projectRoot: dir,
-    paths,
-    startTimeoutMs: 5_000,
-    opencodeBin: fakeBin,
-    env: { PATH: process.env.PATH ?? "", ...env },
-    ...extra,
-  });
-}
-
-function track<T extends { info: { pid: number } }>(server: T): T {
-  started.add(server.info.pid);
-  return server;
-}
-
-beforeAll(() => {
-  root = realpathSync(mkdtempSync(path.join(tmpdir(), "oct-srv-")));
-  fakeBin = path.join(root, "fake opencode");
-  writeFileSync(fakeBin, `#!/bin/sh\nexec '${process.execPath}' '${FIXTURE}' "$@"\n`);
-  chmodSync(fakeBin, 0o755);
-});
-
-afterEach(async () => {
-  for (const pid of started) await terminateProcess(pid, 1_000);
-  started.clear();
-});
-
-afterAll(() => rmSync(root, { recursive: true, force: true }));
+afterEach(() => kit.stopAll());
+afterAll(() => kit.remove());
 
 describe("ports", () => {
   test("the preferred port is stable per path and inside 28000-28999; candidates wrap around", () => {
@@ -220,5 +170,27 @@ describe("ensureRunning", () => {
     const server = track(await manager(dir, paths).ensureRunning());
     expect(server.info.pid).not.toBe(process.pid);
     expect(server.info.activeSessions).toBe(0);
+  });
+
+  test("a server on the user's password is refused, not killed, where that password is not exported", async () => {
+    const { dir, paths } = project("user-pw");
+    const server = track(await manager(dir, paths, { OPENCODE_SERVER_PASSWORD: "mine" }).ensureRunning());
+    expect(ServerInfoSchema.parse(JSON.parse(readFileSync(paths.serverInfo(dir), "utf8"))).auth).toEqual({
+      source: "environment",
+      username: "opencode",
+    });
+    const error = await manager(dir, paths)
+      .ensureRunning()
+      .catch((e: unknown) => e);
+    expect((error as Error).message).toMatch(/refuses our credentials/);
+    expect(pidAlive(server.info.pid)).toBe(true);
+  });
+
+  test("inside our server, its generated password is not taken for the user's", async () => {
+    const { dir, paths } = project("nested-start");
+    const env = { OPENCODE_SERVER_PASSWORD: "inherited", OPENCODE_TEAMS_SERVER_AUTH: "generated" };
+    const server = track(await manager(dir, paths, env).ensureRunning());
+    expect(server.info.auth?.source).toBe("generated");
+    expect(server.credentials?.password).not.toBe("inherited");
   });
 });

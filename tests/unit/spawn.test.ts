@@ -137,21 +137,15 @@ describe("spawn-agent: the flow", () => {
     ]);
   });
 
-  test("the password reaches the pane through its environment, not its command", async () => {
-    const saved = process.env.OPENCODE_SERVER_PASSWORD;
-    process.env.OPENCODE_SERVER_PASSWORD = "hunter2";
-    try {
-      const result = await spawn({});
-      const pane = ctx.tmux.panes.get(result.paneId ?? "");
-      expect(pane?.spec.env).toEqual({
-        OPENCODE_SERVER_PASSWORD: "hunter2",
-        OPENCODE_SERVER_USERNAME: "opencode",
-      });
-      expect(pane?.spec.command.join(" ")).not.toContain("hunter2");
-    } finally {
-      if (saved === undefined) delete process.env.OPENCODE_SERVER_PASSWORD;
-      else process.env.OPENCODE_SERVER_PASSWORD = saved;
-    }
+  test("the server's password reaches the pane through its environment, not its command", async () => {
+    ctx.serverCredentials = { username: "opencode", password: "hunter2" };
+    const result = await spawn({});
+    const pane = ctx.tmux.panes.get(result.paneId ?? "");
+    expect(pane?.spec.env).toEqual({
+      OPENCODE_SERVER_PASSWORD: "hunter2",
+      OPENCODE_SERVER_USERNAME: "opencode",
+    });
+    expect(pane?.spec.command.join(" ")).not.toContain("hunter2");
   });
 
   test("headless: no pane, no tmux needed, paneId absent", async () => {
@@ -252,7 +246,7 @@ describe("spawn-agent: the flow", () => {
   });
 });
 
-describe("spawn-agent: the seed's error table", () => {
+describe("spawn-agent: the spec's error table", () => {
   test("caller is not the leader: a stranger, and a worker of the team", async () => {
     expect((await spawn({}, "ses_stranger")).error).toBe("Only the team leader can spawn agents");
     const worker = await addAgent(ctx, "alpha", { sessionId: "ses_worker" });

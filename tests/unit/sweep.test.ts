@@ -412,10 +412,16 @@ describe("stale sweep: who is swept", () => {
     expect(leader.kind === "ok" && leader.value.status).toBe("active");
   });
 
-  test("terminated, inactive and shutting_down agents are left alone", async () => {
+  test("terminated, inactive and shutting_down agents (their kill not overdue) are left alone", async () => {
+    // The kill's caller is still waiting: its deadline is hours away.
+    const deadline = new Date(ctx.clock.now() + 7_200 * S).toISOString();
     const agents = await Promise.all(
       (["terminated", "inactive", "shutting_down"] as const).map((status) =>
-        worker({ status, name: status }),
+        worker({
+          status,
+          name: status,
+          ...(status === "shutting_down" ? { shutdownDeadlineAt: deadline } : {}),
+        }),
       ),
     );
     ctx.clock.advance(3_600 * S);

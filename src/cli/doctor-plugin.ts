@@ -1,0 +1,166 @@
+// Doctor checks for the plugin itself: is it in an OpenCode config this project reads, and does the copy OpenCode
+// loads import and register its tools? OpenCode drops a plugin that fails to import without a word, so this is where
+// a user learns about it.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import type { PluginInput } from "@opencode-ai/plugin";
+import { createOpencodeClient } from "@opencode-ai/sdk";
+import type { Check } from "./doctor.ts";
+import { configFiles, isPathSpec, PACKAGE_NAME, parseConfig } from "./plugin-config.ts";
+
+/** Tools whose absence means the plugin did not come up whole. */
+const CORE_TOOLS = ["create-team", "spawn-agent", "heartbeat"];
+
+interface Configured {
+  file: string;
+  spec: string;
+}
+
+/** The first entry for this package in the project's config files, else in the user's. */
+function findConfigured(projectRoot: string, env: NodeJS.ProcessEnv): Configured | undefined {
+  for (const scope of ["project", "global"] as const) {
+    for (const file of configFiles(scope, projectRoot, env)) {
+      if (!existsSync(file)) continue;
+      const { plugins, ours } = parseConfig(readFileSync(file, "utf8"), file);
+      const entry = ours[0] === undefined ? undefined : plugins[ours[0]];
+      const spec: unknown = Array.isArray(entry) ? entry[0] : entry;
+      if (typeof spec === "string") return { file, spec };
+    }
+  }
+  return undefined;
+}
+
+interface LoadedCopy {
+  /** The package directory. */
+  dir: string;
+  /** For an npm spec: OpenCode's install dir for it, which it re-creates when deleted. */
+  installDir?: string;
+}
+
+/**
+ * The copy OpenCode loads for a spec: a path spec's package, or for an npm spec the package OpenCode 1.x installs
+ * under `<cache>/opencode/packages/<spec>` (a bare name is installed as `name@latest`).
+ */
+function loadedCopy(spec: string, configDir: string, env: NodeJS.ProcessEnv): LoadedCopy {
+  if (isPathSpec(spec)) {
+    let dir = spec.startsWith("file://") ? fileURLToPath(spec) : path.resolve(configDir, spec);
+    while (!existsSync(path.join(dir, "package.json")) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+    return { dir };
+  }
+  const cache = env.XDG_CACHE_HOME?.trim() || path.join(env.HOME ?? os.homedir(), ".cache");
+  const installDir = path.join(
+    cache,
+    "opencode",
+    "packages",
+    spec.includes("@", 1) ? spec : `${spec}@latest`,
+  );
+  return { dir: path.join(installDir, "node_modules", PACKAGE_NAME), installDir };
+}
+
+function repair(copy: LoadedCopy): string {
+  return copy.installDir
+    ? `delete ${copy.installDir} so OpenCode installs it again, then restart opencode`
+    : `fix ${copy.dir} (\`bun ${entryOf(copy.dir)}\` shows the import error), then restart opencode`;
+}
+
+export function checkPluginConfigured(projectRoot: string, env = process.env): Check {
+  try {
+    const found = findConfigured(projectRoot, env);
+    if (found) return { name: "plugin config", level: "ok", detail: `${found.spec} in ${found.file}` };
+    return {
+      name: "plugin config",
+      level: "fail",
+      detail: "no OpenCode config this project reads lists opencode-teams",
+      fix: "run `npx opencode-teams init` here (or `init --global` for every project)",
+    };
+  } catch (error) {
+    return {
+      name: "plugin config",
+      level: "fail",
+      detail: error instanceof Error ? error.message : String(error),
+      fix: "repair that file (OpenCode cannot read it either), then run doctor again",
+    };
+  }
+}
+
+/** Import a plugin module the way OpenCode 1.x does and call each export; returns the tool names registered. */
+async function loadTools(entry: string): Promise<string[]> {
+  const mod: Record<string, unknown> = await import(pathToFileURL(entry).href);
+  const directory = mkdtempSync(path.join(os.tmpdir(), "oct-doctor-"));
+  const input = {
+    client: createOpencodeClient({ baseUrl: "http://127.0.0.1:9" }),
+    project: { id: "global", worktree: directory, time: { created: Date.now() } },
+    directory,
+    worktree: directory,
+    serverUrl: new URL("http://127.0.0.1:9"),
+    $: Bun.$,
+  } as unknown as PluginInput;
+  const tools = new Set<string>();
+  try {
+    // OpenCode 1.x calls every distinct exported value as a plugin; a value that is not a function fails the load.
+    for (const value of new Set(Object.values(mod))) {
+      if (typeof value !== "function")
+        throw new Error(`it exports a ${typeof value}, which OpenCode 1.x refuses`);
+      const hooks = await value(input, { background: false });
+      for (const name of Object.keys(hooks?.tool ?? {})) tools.add(name);
+      await hooks?.dispose?.();
+    }
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
+  return [...tools];
+}
+
+/** The module a package directory exposes as `.` (exports, else main). */
+function entryOf(dir: string): string {
+  const pkg: { main?: unknown; exports?: unknown } = JSON.parse(
+    readFileSync(path.join(dir, "package.json"), "utf8"),
+  );
+  const dot =
+    typeof pkg.exports === "object" && pkg.exports !== null
+      ? (pkg.exports as Record<string, unknown>)["."]
+      : pkg.exports;
+  const target = typeof dot === "string" ? dot : typeof pkg.main === "string" ? pkg.main : "index.js";
+  return path.join(dir, target);
+}
+
+export async function checkPluginLoads(projectRoot: string, env = process.env): Promise<Check> {
+  const name = "plugin loads";
+  let found: Configured | undefined;
+  try {
+    found = findConfigured(projectRoot, env);
+  } catch {
+    return { name, level: "warn", detail: "skipped: the config cannot be read (see plugin config)" };
+  }
+  if (!found) return { name, level: "warn", detail: "skipped: the plugin is not configured" };
+  const copy = loadedCopy(found.spec, path.dirname(found.file), env);
+  const dir = copy.dir;
+  if (!existsSync(path.join(dir, "package.json"))) {
+    return {
+      name,
+      level: "warn",
+      detail: `OpenCode has not installed ${found.spec} yet (no ${dir})`,
+      fix: "start `opencode` in this project once (it installs plugins on start), then run doctor again",
+    };
+  }
+  try {
+    const tools = await loadTools(entryOf(dir));
+    const missing = CORE_TOOLS.filter((tool) => !tools.includes(tool));
+    if (missing.length === 0) return { name, level: "ok", detail: `${dir}: ${tools.length} tools` };
+    return {
+      name,
+      level: "fail",
+      detail: `${dir} loads but registers no ${missing.join(", ")}`,
+      fix: `that copy is broken or not this plugin: ${repair(copy)}`,
+    };
+  } catch (error) {
+    return {
+      name,
+      level: "fail",
+      detail: `${dir} does not load: ${error instanceof Error ? error.message : String(error)}`,
+      fix: `OpenCode drops such a plugin without a word: ${repair(copy)}`,
+    };
+  }
+}

@@ -1,0 +1,158 @@
+import { readdir, readFile, readlink } from "node:fs/promises";
+import { processCommandLine, processRunning } from "./process-info.ts";
+
+/**
+ * Who really serves a port on this machine, read from /proc (Linux): the listening sockets of the port in
+ * /proc/net/tcp{,6}, the processes holding those sockets in /proc/<pid>/fd, and what those processes run. Nothing here
+ * sends a byte to the port, so a credential is only ever sent once the listener is known to be ours.
+ */
+
+/** Local addresses that accept a connection to 127.0.0.1, as /proc/net/tcp{,6} spells them. */
+const LOOPBACK_REACHABLE = new Set([
+  "0100007F", // 127.0.0.1
+  "00000000", // 0.0.0.0
+  "00000000000000000000000000000000", // ::
+  "00000000000000000000000001000000", // ::1
+  "0000000000000000FFFF00000100007F", // ::ffff:127.0.0.1
+  "0000000000000000FFFF000000000000", // ::ffff:0.0.0.0
+]);
+const TCP_LISTEN = "0A";
+
+/** Listening socket inodes by port, where a connection to 127.0.0.1 could land; undefined without /proc. */
+export async function listeningSockets(): Promise<Map<number, string[]> | undefined> {
+  const byPort = new Map<number, string[]>();
+  let readAny = false;
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text: string;
+    try {
+      text = await readFile(table, "utf8");
+      readAny = true;
+    } catch {
+      continue;
+    }
+    for (const line of text.split("\n").slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      const [address, hexPort] = (fields[1] ?? "").split(":");
+      const inode = fields[9];
+      if (fields[3] !== TCP_LISTEN || !LOOPBACK_REACHABLE.has(address ?? "") || !inode || inode === "0")
+        continue;
+      const port = Number.parseInt(hexPort ?? "", 16);
+      byPort.set(port, [...(byPort.get(port) ?? []), inode]);
+    }
+  }
+  return readAny ? byPort : undefined;
+}
+
+/** The socket inodes a process holds open (empty when its fds cannot be read: not ours, or gone). */
+async function socketInodesOf(pid: number): Promise<Set<string>> {
+  const out = new Set<string>();
+  let fds: string[];
+  try {
+    fds = await readdir(`/proc/${pid}/fd`);
+  } catch {
+    return out;
+  }
+  await Promise.all(
+    fds.map(async (fd) => {
+      const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => "");
+      const match = /^socket:\[(\d+)\]$/.exec(target);
+      if (match?.[1]) out.add(match[1]);
+    }),
+  );
+  return out;
+}
+
+/** Processes (readable by us) that hold one of these socket inodes. */
+export async function socketOwners(inodes: readonly string[]): Promise<number[]> {
+  if (inodes.length === 0) return [];
+  let entries: string[];
+  try {
+    entries = await readdir("/proc");
+  } catch {
+    return [];
+  }
+  const wanted = new Set(inodes);
+  const owners: number[] = [];
+  await Promise.all(
+    entries
+      .filter((entry) => /^\d+$/.test(entry))
+      .map(async (entry) => {
+        const held = await socketInodesOf(Number(entry));
+        for (const inode of held) {
+          if (wanted.has(inode)) {
+            owners.push(Number(entry));
+            return;
+          }
+        }
+      }),
+  );
+  return owners.sort((a, b) => a - b);
+}
+
+/** argv of `opencode serve` as ServerManager starts it on this port (the binary may be a wrapper script). */
+export function isServeCommand(argv: readonly string[], hostname: string, port: number): boolean {
+  const after = (flag: string) => {
+    const i = argv.indexOf(flag);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const serve = argv.indexOf("serve");
+  return (
+    serve >= 1 &&
+    argv.slice(0, serve).some((part) => part.includes("opencode")) &&
+    after("--hostname") === hostname &&
+    after("--port") === String(port)
+  );
+}
+
+export type ListenerCheck =
+  /** The pid runs our serve command and holds every socket listening on the port. */
+  | "ours"
+  /** No such process (or a zombie). */
+  | "gone"
+  /** The pid runs something else: a reused pid. */
+  | "other-process"
+  /** The pid runs our serve command but nothing listens on the port (starting, stopping or stuck). */
+  | "not-listening"
+  /** Something other than the pid listens on the port (alone or beside it): an impostor or a stale record. */
+  | "other-listener";
+
+/**
+ * Whether `pid` is our `opencode serve` and the only thing listening on `hostname:port`. Without /proc (not Linux)
+ * the listener cannot be checked and the command line has to do.
+ */
+export async function checkListener(pid: number, hostname: string, port: number): Promise<ListenerCheck> {
+  if (!processRunning(pid)) return "gone";
+  const argv = await processCommandLine(pid);
+  if (!argv || !isServeCommand(argv, hostname, port)) return "other-process";
+  const listeners = await listeningSockets();
+  if (listeners === undefined) return "ours";
+  const inodes = listeners.get(port) ?? [];
+  if (inodes.length === 0) return "not-listening";
+  const held = await socketInodesOf(pid);
+  return inodes.every((inode) => held.has(inode)) ? "ours" : "other-listener";
+}
+
+/** A process's environment (same user only), or undefined when it cannot be read. */
+export async function processEnvironment(pid: number): Promise<Record<string, string> | undefined> {
+  try {
+    const raw = await readFile(`/proc/${pid}/environ`, "utf8");
+    const env: Record<string, string> = {};
+    for (const entry of raw.split("\u0000")) {
+      const eq = entry.indexOf("=");
+      if (eq > 0) env[entry.slice(0, eq)] = entry.slice(eq + 1);
+    }
+    return env;
+  } catch {
+    return undefined;
+  }
+}
+
+/** When the process started (clock ticks since boot): with the pid, it names one process for good. */
+export async function processStartTicks(pid: number): Promise<string | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
