@@ -12,6 +12,7 @@ import { benchMonitor } from "./fig-monitor.ts";
 import { benchReal } from "./fig-real.ts";
 import { benchStatus } from "./fig-status.ts";
 import { benchSweep } from "./fig-sweep.ts";
+import { benchWorktree } from "./fig-worktree.ts";
 import { machineInfo } from "./machine.ts";
 import { type Figure, markdownTable } from "./stats.ts";
 
@@ -28,6 +29,7 @@ const GROUPS: { id: string; run: (quick: boolean) => Promise<Figure[]> }[] = [
   // 6 and 7b share one real server.
   { id: "6", run: benchReal },
   { id: "7", run: benchDetectDefault },
+  { id: "8", run: benchWorktree },
 ];
 
 function parseArgs(argv: readonly string[]): { quick: boolean; only: Set<string> | undefined } {
