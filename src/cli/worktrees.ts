@@ -1,7 +1,6 @@
-import { existsSync } from "node:fs";
 import { agentBranch, worktreeContents } from "../operations/bring-home.ts";
 import type { TeamsContext } from "../operations/context.ts";
-import { gitOf, leaderRepo } from "../operations/worktrees.ts";
+import { exists, gitOf, leaderRepo } from "../operations/worktrees.ts";
 import { isAgentId } from "../state/paths.ts";
 import type { AgentState } from "../state/schemas.ts";
 import { type Cell, type Painter, renderTable, STATUS_STYLE } from "./format.ts";
@@ -34,7 +33,7 @@ export async function collectWorktrees(
       if (!worktree) continue;
       const tip = await gitOf(ctx).branchTip(repo, worktree.branch);
       const contents = tip ? await worktreeContents(ctx, worktree, repo, tip) : undefined;
-      const dirExists = contents?.worktreeExists ?? existsSync(worktree.path);
+      const dirExists = contents?.worktreeExists ?? (await exists(worktree.path));
       if (!tip && !dirExists) continue;
       rows.push({
         team,

@@ -1,4 +1,3 @@
-import { lstat } from "node:fs/promises";
 import path from "node:path";
 import type { CommitLine } from "../edges/git-api.ts";
 import { withFileLock } from "../state/lock.ts";
@@ -8,7 +7,7 @@ import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireLeader, requireMember } from "./identity.ts";
 import { readAgentOrFail } from "./kill.ts";
 import { CallerError, fail, type OpResult } from "./result.ts";
-import { gitOf, leaderRepo, removeIfUnchanged } from "./worktrees.ts";
+import { exists, gitOf, leaderRepo, removeIfUnchanged } from "./worktrees.ts";
 
 export interface AgentDiffInput {
   teamName: string;
@@ -61,7 +60,7 @@ export async function worktreeContents(
   tip: string,
 ): Promise<Pick<AgentDiffOutput, "worktreeExists" | "ahead" | "commits" | "diffStat" | "uncommitted">> {
   const git = gitOf(ctx);
-  const worktreeExists = (await lstat(worktree.path).catch(() => undefined)) !== undefined;
+  const worktreeExists = await exists(worktree.path);
   const [commits, diffStat, uncommitted] = await Promise.all([
     git.commitsBetween(repo, worktree.base, tip),
     git.diffStat(repo, worktree.base, tip),

@@ -87,7 +87,7 @@ export function worktreeDir(ctx: TeamsContext, teamName: string, agentName: stri
   return path.join(root, teamName, agentName);
 }
 
-async function exists(file: string): Promise<boolean> {
+export async function exists(file: string): Promise<boolean> {
   return (await lstat(file).catch(() => undefined)) !== undefined;
 }
 
