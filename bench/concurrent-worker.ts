@@ -1,6 +1,6 @@
 /**
  * One process of figure 4. `writer`: heartbeats round-robin over the team's agents until the deadline, then prints
- * how many succeeded per agent. `reader`: reads every agent file and heartbeat slot in a loop without the store's
+ * how many succeeded per agent. `floor`: the same round-robin of bare locked slot writes (the figure's floor). `reader`: reads every agent file and heartbeat slot in a loop without the store's
  * retries or quarantine, and prints what it found.
  */
 import { readdir, readFile } from "node:fs/promises";
@@ -14,6 +14,7 @@ import { AgentStateSchema } from "../src/state/schemas.ts";
 import { parseJson } from "../src/state/store.ts";
 import { TeamStore } from "../src/state/team-store.ts";
 import { FakeOpencode, FakeTmux } from "../tests/helpers/fakes.ts";
+import { lockedSlotWrite } from "./floors.ts";
 
 export interface WriterResult {
   ok: Record<string, number>;
@@ -32,7 +33,7 @@ export interface ReaderResult {
 
 /** What the bench passes on the command line. */
 export interface WorkerArgs {
-  role: "writer" | "reader";
+  role: "writer" | "floor" | "reader";
   root: string;
   teamName: string;
   /** agentId:sessionId pairs. */
@@ -78,6 +79,20 @@ async function writer(args: WorkerArgs): Promise<WriterResult> {
   return result;
 }
 
+async function floorWriter(args: WorkerArgs): Promise<WriterResult> {
+  const paths = new StoragePaths(args.root);
+  const slots = args.agents.map(
+    (pair) => `${paths.heartbeatSlot(args.teamName, pair.split(":")[0] ?? "")}.floor`,
+  );
+  const result: WriterResult = { ok: {}, failed: 0, statusWrites: 0 };
+  for (let i = args.seed; Date.now() < args.deadline; i++) {
+    const slot = slots[i % slots.length] as string;
+    await lockedSlotWrite(slot);
+    result.ok[slot] = (result.ok[slot] ?? 0) + 1;
+  }
+  return result;
+}
+
 async function reader(args: WorkerArgs): Promise<ReaderResult> {
   const dir = new StoragePaths(args.root).agentsDir(args.teamName);
   const result: ReaderResult = { passes: 0, fileReads: 0, slotRetries: 0, unreadable: 0 };
@@ -108,6 +123,11 @@ async function reader(args: WorkerArgs): Promise<ReaderResult> {
 if (import.meta.main) {
   const args = JSON.parse(process.argv[2] ?? "{}") as WorkerArgs;
   await Bun.sleep(Math.max(0, args.startAt - Date.now()));
-  const out = args.role === "writer" ? await writer(args) : await reader(args);
+  const out =
+    args.role === "writer"
+      ? await writer(args)
+      : args.role === "floor"
+        ? await floorWriter(args)
+        : await reader(args);
   process.stdout.write(JSON.stringify(out));
 }

@@ -3,6 +3,7 @@ import path from "node:path";
 import { basicAuthHeaders } from "../src/edges/opencode-client.ts";
 import { processRunning, terminateProcess } from "../src/edges/process-info.ts";
 import { recordedCredentials } from "../src/edges/server-auth.ts";
+import { quoteTmuxArg } from "../src/edges/tmux.ts";
 import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
 import { startLiveness } from "../src/operations/background.ts";
 import { parseOptions } from "../src/options.ts";
@@ -18,6 +19,7 @@ import {
   waitFor,
 } from "../tests/e2e/harness/index.ts";
 import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
+import { interleaved } from "./floors.ts";
 import { note } from "./setup.ts";
 import { type Figure, figure } from "./stats.ts";
 
@@ -79,22 +81,331 @@ function killPane(socket: string, agent: Spawned): void {
   if (panePid && processRunning(panePid)) process.kill(panePid, "SIGKILL");
 }
 
+/** The project server the plugin started, as a hand-made spawn reaches it (with the password it recorded). */
+interface Project {
+  url: string;
+  dir: string;
+  headers: Record<string, string>;
+  info: ServerInfo;
+}
+
+function projectOf(info: ServerInfo, dir: string): Project {
+  const headers = basicAuthHeaders(recordedCredentials(info) ?? {});
+  return { url: `http://127.0.0.1:${info.port}`, dir, headers, info };
+}
+
+/**
+ * The floor panes' `opencode attach` needs the server's password, as the plugin's panes get it: in the environment of
+ * the floor session (through tmux's stdin, never argv).
+ */
+function floorSessionCredentials(socket: string, info: ServerInfo): void {
+  const credentials = recordedCredentials(info);
+  if (!credentials) return;
+  const lines = [
+    ["set-environment", "-t", FLOOR_SESSION, "OPENCODE_SERVER_PASSWORD", credentials.password],
+    ["set-environment", "-t", FLOOR_SESSION, "OPENCODE_SERVER_USERNAME", credentials.username],
+  ].map((command) => command.map(quoteTmuxArg).join(" "));
+  Bun.spawnSync(["tmux", "-L", socket, "source-file", "-"], { stdin: Buffer.from(`${lines.join("\n")}\n`) });
+}
+
+/** Floor panes live in a tmux session of their own on the plugin's tmux server (same server, same environment). */
+const FLOOR_SESSION = "floor";
+
+function floorPane(
+  socket: string,
+  command: string[],
+  info?: ServerInfo,
+): { paneId: string; panePid: number } {
+  if (tmux.tmux(socket, ["has-session", "-t", `=${FLOOR_SESSION}`]).code !== 0) {
+    // A window that stays, so the session outlives its other panes (its hooks go with it).
+    const made = tmux.tmux(socket, [
+      "new-session",
+      "-d",
+      "-s",
+      FLOOR_SESSION,
+      "-x",
+      "200",
+      "-y",
+      "50",
+      "sleep 86400",
+    ]);
+    if (made.code !== 0) throw new Error(`floor session: ${made.stderr}`);
+  }
+  if (info) floorSessionCredentials(socket, info);
+  const out = tmux.tmux(socket, [
+    "new-window",
+    "-d",
+    "-t",
+    `=${FLOOR_SESSION}:`,
+    "-P",
+    "-F",
+    "#{pane_id} #{pane_pid}",
+    "--",
+    ...command,
+  ]);
+  const [paneId = "", pid = "0"] = out.stdout.trim().split(" ");
+  if (out.code !== 0 || !paneId) throw new Error(`floor pane: ${out.stderr}`);
+  return { paneId, panePid: Number(pid) };
+}
+
+async function post(url: string, body: unknown, auth: Record<string, string>): Promise<Response> {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...auth },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(30_000),
+  });
+  if (!response.ok) throw new Error(`POST ${url}: ${response.status} ${await response.text()}`);
+  return response;
+}
+
+/**
+ * The floor of a warm spawn, by hand against the same server: POST /session, prompt_async, and a tmux pane running
+ * `opencode attach` on the session; the same three steps spawn-agent takes, without the bookkeeping around them.
+ */
+async function handSpawn(
+  project: Project,
+  socket: string,
+  title: string,
+  samples: number[],
+): Promise<Spawned> {
+  const query = `directory=${encodeURIComponent(project.dir)}`;
+  const started = performance.now();
+  const { id } = (await (
+    await post(`${project.url}/session?${query}`, { title }, project.headers)
+  ).json()) as {
+    id: string;
+  };
+  await post(
+    `${project.url}/session/${id}/prompt_async?${query}`,
+    { parts: [{ type: "text", text: "@@say hi" }] },
+    project.headers,
+  );
+  const pane = floorPane(
+    socket,
+    [OPENCODE_BIN, "attach", project.url, "--session", id, "--dir", project.dir],
+    project.info,
+  );
+  samples.push(performance.now() - started);
+  return { agentId: title, sessionId: id, paneId: pane.paneId, status: "active" };
+}
+
+/** Spawn and hand-spawn by turns (`pause` before each); the spawned agents, and the hand-made ones to close later. */
+async function spawnSeries(
+  runs: number,
+  pause: number,
+  spawn: () => Promise<Spawned>,
+  hand: () => Promise<Spawned>,
+): Promise<{ spawned: Spawned[]; hand: Spawned[] }> {
+  const out = { spawned: [] as Spawned[], hand: [] as Spawned[] };
+  await interleaved(
+    runs,
+    async () => {
+      await Bun.sleep(pause);
+      out.spawned.push(await spawn());
+    },
+    async () => {
+      await Bun.sleep(pause);
+      out.hand.push(await hand());
+    },
+  );
+  return out;
+}
+
+/**
+ * The floor of 7b: the same kill and DELETE as the figure on a hand-made session and pane, and tmux's own notice of the
+ * pane's death (a pane-exited hook signalling a `tmux wait-for` channel), the earliest anyone can know. Returns the
+ * whole (kill, notice, DELETE) and the notice alone, in seconds.
+ */
+async function deathFloor(
+  project: Project,
+  socket: string,
+  n: number,
+): Promise<{ whole: number; notice: number }> {
+  const query = `directory=${encodeURIComponent(project.dir)}`;
+  const { id } = (await (
+    await post(`${project.url}/session?${query}`, { title: `floor-death-${n}` }, project.headers)
+  ).json()) as {
+    id: string;
+  };
+  const pane = floorPane(socket, ["sleep", "3600"]);
+  const channel = `floor-died-${n}`;
+  // A hook of the floor session (it keeps a window): a pane's own hooks go with the pane before they could run.
+  const hook = tmux.tmux(socket, ["set-hook", "-t", FLOOR_SESSION, "pane-exited", `wait-for -S ${channel}`]);
+  if (hook.code !== 0) throw new Error(`set-hook: ${hook.stderr}`);
+  const env = { ...process.env };
+  delete env.TMUX;
+  const waiter = Bun.spawn(["tmux", "-L", socket, "wait-for", channel], {
+    env,
+    stdout: "ignore",
+    stderr: "ignore",
+  });
+  // Let the waiter connect before the kill, so the notice is timed and not the waiter's start.
+  await Bun.sleep(200);
+  const started = performance.now();
+  process.kill(pane.panePid, "SIGKILL");
+  const noticed = await Promise.race([waiter.exited.then(() => true), Bun.sleep(10_000).then(() => false)]);
+  if (!noticed) {
+    waiter.kill();
+    throw new Error("tmux gave no pane-exited notice within 10 s");
+  }
+  const notice = performance.now() - started;
+  const response = await fetch(`${project.url}/session/${id}?${query}`, {
+    method: "DELETE",
+    headers: project.headers,
+    signal: AbortSignal.timeout(10_000),
+  });
+  if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
+  return { whole: (performance.now() - started) / 1000, notice: notice / 1000 };
+}
+
+/** Samples of group 6/7b and their floors. */
+interface RealSamples {
+  cold: number[];
+  serveStart: number[];
+  warm: number[];
+  warmFloor: number[];
+  warmSpaced: number[];
+  warmSpacedFloor: number[];
+  deleted: number[];
+  deletedFloor: number[];
+  deathNotice: number[];
+}
+
+/**
+ * 7b: this process plays the leader's own OpenCode, with the monitor on the project server's event stream; each agent
+ * is killed and its session deleted, by turns with the floor (deathFloor).
+ */
+async function detectDeleted(
+  main: OpencodeServer,
+  project: () => Project,
+  info: ServerInfo,
+  socket: string,
+  agents: readonly Spawned[],
+  out: RealSamples,
+): Promise<void> {
+  const ctx = buildContext({
+    projectRoot: main.projectDir,
+    options: parseOptions({ tmuxSocket: socket }),
+    log: () => {},
+    localServer: new UnavailableOpencodeApi("the bench has no server of its own"),
+  });
+  const liveness = startLiveness(ctx);
+  try {
+    await waitFor(() => liveness.monitor.stats.connects >= 1, { timeoutMs: 15_000 });
+    await interleaved(
+      agents.length,
+      async (n) => {
+        const agent = agents[n] as Spawned;
+        const started = performance.now();
+        killPane(socket, agent);
+        const response = await fetch(
+          `http://127.0.0.1:${info.port}/session/${agent.sessionId}?directory=${encodeURIComponent(main.projectDir)}`,
+          {
+            method: "DELETE",
+            headers: basicAuthHeaders(recordedCredentials(info) ?? {}),
+            signal: AbortSignal.timeout(10_000),
+          },
+        );
+        if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
+        await waitFor(
+          async () => {
+            const read = await ctx.store.readAgent("bench", agent.agentId);
+            return read.kind === "ok" && read.value.status === "inactive";
+          },
+          { timeoutMs: 30_000, intervalMs: 10, message: "the deleted agent to become inactive" },
+        );
+        out.deleted.push((performance.now() - started) / 1000);
+      },
+      async (n) => {
+        const floor = await deathFloor(project(), socket, n);
+        out.deletedFloor.push(floor.whole);
+        out.deathNotice.push(floor.notice);
+      },
+    );
+  } finally {
+    await liveness.release();
+  }
+}
+
+/** The first (cold) run's follow-up: the warm series, 7b, and the spaced series. */
+async function warmRuns(
+  main: OpencodeServer,
+  leader: string,
+  first: Spawned,
+  socket: string,
+  quick: boolean,
+  out: RealSamples,
+): Promise<void> {
+  const runs = quick ? 3 : 10;
+  const deleteRuns = quick ? 3 : 5;
+  const info = serverInfo(main.projectDir);
+  if (!info) throw new Error("no ServerInfo after a spawn");
+  const project = projectOf(info, main.projectDir);
+  let n = 0;
+  // The server as the plugin last recorded it: when it had to start the project's server again, on another port,
+  // the hand-made spawns follow it there.
+  const current = (): Project => {
+    const now = serverInfo(main.projectDir);
+    return now ? projectOf(now, main.projectDir) : project;
+  };
+  const hand = (samples: number[]) => () => handSpawn(current(), socket, `floor-${n++}`, samples);
+  // Back to back, as a leader spawning a team does: each pane's `opencode attach` is still booting (a core for a
+  // second or two) during the next spawn, the hand-made ones' as much as the plugin's.
+  const backToBack = await spawnSeries(
+    runs,
+    0,
+    () => warmSpawn(main, leader, "bench", out.warm),
+    hand(out.warmFloor),
+  );
+  note(`spawn: ${runs} warm back to back, and ${runs} by hand`);
+  const spawned = [first, ...backToBack.spawned];
+  await detectDeleted(main, current, info, socket, spawned.slice(0, deleteRuns), out);
+  note(`session deleted: ${out.deleted.length} runs`);
+
+  // Spaced, each after the previous pane has settled, into a second team. The first team's panes go first: an idle
+  // `opencode attach` keeps drawing (~4% of a core each here), so with them still up this series would measure how
+  // many agents run rather than the pace.
+  for (const agent of [...spawned.slice(deleteRuns), ...backToBack.hand]) killPane(socket, agent);
+  // A leader session of its own: the first team's leader now gets notices of those panes closing, and a notice
+  // landing between a scripted call and the model's turn would take that call's place.
+  const spacedLeader = await main.createSession("leader-spaced");
+  const team = await callTool<{ success: boolean; error?: string }>(main, spacedLeader, "create-team", {
+    teamName: "bench-spaced",
+  });
+  if (!team.output.success) throw new Error(`create-team bench-spaced: ${team.output.error}`);
+  await spawnSeries(
+    runs,
+    SPACED_PAUSE_MS,
+    () => warmSpawn(main, spacedLeader, "bench-spaced", out.warmSpaced),
+    hand(out.warmSpacedFloor),
+  );
+  note(`spawn: ${runs} warm, spaced, and ${runs} by hand`);
+}
+
 /**
  * 6 and 7b on a real `opencode serve` (hermetic, scripted mock model on 127.0.0.1) and real tmux on a private
  * socket. The plugin runs inside that server; the leader's session calls spawn-agent through the model and the
  * figure is the tool's own execution time as OpenCode records it (call -> agent active, prompt delivered).
- * Cold: a fresh project, so the plugin starts the project's `opencode serve` first. 7b: the spawned agents' panes and
- * attach processes are killed and their sessions deleted; measured until the agent file says inactive.
+ * Cold: a fresh project, so the plugin starts the project's `opencode serve` first; its floor is the same server
+ * start to healthy, timed on the leader's own `opencode serve` (same binary, configuration and environment) just
+ * before. Warm: floor by hand (handSpawn). 7b: the spawned agents' panes and attach processes are killed and their
+ * sessions deleted; measured until the agent file says inactive; floor: deathFloor.
  */
 export async function benchReal(quick: boolean): Promise<Figure[]> {
   const coldRuns = quick ? 1 : 3;
-  const warmRuns = quick ? 3 : 10;
-  const deleteRuns = quick ? 3 : 5;
   const socket = tmux.tmuxSocketName("otbench");
-  const cold: number[] = [];
-  const warm: number[] = [];
-  const warmSpaced: number[] = [];
-  const deleted: number[] = [];
+  const out: RealSamples = {
+    cold: [],
+    serveStart: [],
+    warm: [],
+    warmFloor: [],
+    warmSpaced: [],
+    warmSpacedFloor: [],
+    deleted: [],
+    deletedFloor: [],
+    deathNotice: [],
+  };
   const ours = new Set<number>();
   let mock: MockModel | undefined;
   const servers: OpencodeServer[] = [];
@@ -108,6 +419,7 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
         env: { OPENCODE_TEAMS_OPENCODE_BIN: OPENCODE_BIN },
       });
       servers.push(main);
+      out.serveStart.push(main.startupMs);
       await main.waitForToolIds(["create-team", "spawn-agent"]);
       const leader = await main.createSession("leader");
       await callTool(main, leader, "create-team", { teamName: "bench" });
@@ -116,75 +428,11 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
         prompt: "@@say hi",
       });
       if (first.output.status !== "active") throw new Error(`cold spawn: ${JSON.stringify(first.output)}`);
-      cold.push(first.ms);
+      out.cold.push(first.ms);
       const info = serverInfo(main.projectDir);
       if (info) ours.add(info.pid);
-      note(`spawn: cold ${run + 1}/${coldRuns}: ${first.ms} ms`);
-      if (run > 0) continue;
-
-      // Back to back, as a leader spawning a team does: each pane's `opencode attach` is still booting (a core for a
-      // second or two) during the next spawn.
-      const spawned: Spawned[] = [first.output];
-      for (let i = 0; i < warmRuns; i++) spawned.push(await warmSpawn(main, leader, "bench", warm));
-      note(`spawn: ${warmRuns} warm back to back`);
-
-      // 7b: this process plays the leader's own OpenCode, with the monitor on the project server's event stream.
-      const ctx = buildContext({
-        projectRoot: main.projectDir,
-        options: parseOptions({ tmuxSocket: socket }),
-        log: () => {},
-        localServer: new UnavailableOpencodeApi("the bench has no server of its own"),
-      });
-      const liveness = startLiveness(ctx);
-      try {
-        await waitFor(() => liveness.monitor.stats.connects >= 1, { timeoutMs: 15_000 });
-        if (!info) throw new Error("no ServerInfo after a spawn");
-        for (const agent of spawned.slice(0, deleteRuns)) {
-          const started = performance.now();
-          killPane(socket, agent);
-          const response = await fetch(
-            `http://127.0.0.1:${info.port}/session/${agent.sessionId}?directory=${encodeURIComponent(main.projectDir)}`,
-            {
-              method: "DELETE",
-              headers: basicAuthHeaders(recordedCredentials(info) ?? {}),
-              signal: AbortSignal.timeout(10_000),
-            },
-          );
-          if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
-          await waitFor(
-            async () => {
-              const read = await ctx.store.readAgent("bench", agent.agentId);
-              return read.kind === "ok" && read.value.status === "inactive";
-            },
-            {
-              timeoutMs: 30_000,
-              intervalMs: 10,
-              message: "the deleted agent to become inactive",
-            },
-          );
-          deleted.push((performance.now() - started) / 1000);
-        }
-      } finally {
-        await liveness.release();
-      }
-      note(`session deleted: ${deleted.length} runs`);
-
-      // Spaced, each after the previous pane has settled, into a second team. The first team's panes go first: an
-      // idle `opencode attach` keeps drawing (~4% of a core each here), so with them still up this series would
-      // measure how many agents run rather than the pace.
-      for (const agent of spawned.slice(deleteRuns)) killPane(socket, agent);
-      // A leader session of its own: the first team's leader now gets notices of those panes closing, and a notice
-      // landing between a scripted call and the model's turn would take that call's place.
-      const spacedLeader = await main.createSession("leader-spaced");
-      const team = await callTool<{ success: boolean; error?: string }>(main, spacedLeader, "create-team", {
-        teamName: "bench-spaced",
-      });
-      if (!team.output.success) throw new Error(`create-team bench-spaced: ${team.output.error}`);
-      for (let i = 0; i < warmRuns; i++) {
-        await Bun.sleep(SPACED_PAUSE_MS);
-        await warmSpawn(main, spacedLeader, "bench-spaced", warmSpaced);
-      }
-      note(`spawn: ${warmRuns} warm, spaced`);
+      note(`spawn: cold ${run + 1}/${coldRuns}: ${first.ms} ms (serve start ${main.startupMs} ms)`);
+      if (run === 0) await warmRuns(main, leader, first.output, socket, quick, out);
     }
   } finally {
     tmux.killServer(socket);
@@ -193,31 +441,50 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
     for (const server of servers) await server.stop();
     await mock?.stop();
   }
+  return realFigures(out);
+}
+
+/**
+ * Targets. Warm spawns 2x: on top of the three steps done by hand, spawn-agent proves the prompt landed (the session's
+ * messages), writes the agent file durably and waits the short settle that tells a running `opencode attach` from a
+ * binary that exits at once; none of it should cost as much as the steps themselves. Cold 1.3x: a cold spawn is a
+ * server start and then a warm spawn, which is short beside the start. 7b 2x: beyond the kill, the DELETE and tmux's
+ * own notice, the detection takes the server's session.deleted event to the monitor and one durable write of the
+ * agent file (and the bench looks every 10 ms).
+ */
+function realFigures(out: RealSamples): Figure[] {
+  const handFloor = "POST /session + prompt_async + tmux pane with opencode attach, by hand";
   return [
     figure(
       "6a",
       "spawn-agent, warm server, call -> active, back to back (agents 2-11 of a team)",
       "ms",
-      warm,
-      { text: "< 1000 ms", ok: (m) => m < 1000 },
+      out.warm,
+      { floor: { what: handFloor, samples: out.warmFloor, maxRatio: 2 } },
     ),
     figure(
       "6a'",
       `spawn-agent, warm server, call -> active, ${SPACED_PAUSE_MS / 1000} s apart (agents 1-10 of a second team, the first one's panes closed)`,
       "ms",
-      warmSpaced,
-      { text: "< 1000 ms", ok: (m) => m < 1000 },
+      out.warmSpaced,
+      { floor: { what: handFloor, samples: out.warmSpacedFloor, maxRatio: 2 } },
     ),
-    figure("6b", "spawn-agent, cold (starts opencode serve), call -> active", "ms", cold, {
-      text: "< 8000 ms",
-      ok: (m) => m < 8000,
+    figure("6b", "spawn-agent, cold (starts opencode serve), call -> active", "ms", out.cold, {
+      floor: { what: "opencode serve to healthy", samples: out.serveStart, maxRatio: 1.3 },
     }),
     figure(
       "7b",
       "killed agent whose session is deleted, detected",
       "s",
-      deleted,
-      { text: "< 20 s", ok: (m) => m < 20 },
+      out.deleted,
+      {
+        floor: {
+          what: "same kill + DELETE by hand, tmux pane-exited hook to wait-for",
+          samples: out.deletedFloor,
+          maxRatio: 2,
+          also: { what: "the hook's notice alone", samples: out.deathNotice },
+        },
+      },
       "real server and clock; session.deleted event",
     ),
   ];

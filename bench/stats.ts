@@ -1,9 +1,32 @@
+import os from "node:os";
+
 /** Order statistics for benchmark samples; medians and p95 only, since the machines are shared and noisy. */
 export function quantile(samples: readonly number[], q: number): number {
   if (samples.length === 0) return Number.NaN;
   const sorted = [...samples].sort((a, b) => a - b);
   const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
   return sorted[index] as number;
+}
+
+/** The 1-minute load average around a figure's run: above the core count, its timings say little. */
+export interface Load {
+  before: number;
+  after: number;
+}
+
+/**
+ * The least work any implementation must do for a figure, timed in the same run, process layout and primitives,
+ * interleaved round by round with the figure's own rounds.
+ */
+export interface Floor {
+  what: string;
+  samples: readonly number[];
+  /** Throughputs: the ratio is then floor / figure, so it stays "how many times the floor's cost". */
+  higherIsBetter?: boolean;
+  /** The judged ratio may not exceed this. */
+  maxRatio?: number;
+  /** A second floor shown beside the judged one (e.g. the same write without the lock). */
+  also?: { what: string; samples: readonly number[] };
 }
 
 export interface Figure {
@@ -13,10 +36,24 @@ export interface Figure {
   median: number;
   p95: number;
   runs: number;
+  floor?: { what: string; median: number; maxRatio?: number; also?: { what: string; median: number } };
+  /** The figure's cost in units of its floor's; above 1 means slower than the floor. */
+  ratio?: number;
   target?: string;
-  /** Whether the median meets the target; undefined when there is no target. */
+  /** Whether the target is met; undefined when there is none, or when the run was too noisy to judge. */
   met?: boolean;
+  /** Set by the runner: the 1-minute load average before and after this figure's group. */
+  load?: Load;
+  /** The load went above the core count during this figure's run: its ratio is shown but not judged. */
+  noisy?: boolean;
+  /** Counts and simulated time do not depend on how busy the machine is: judged whatever the load. */
+  loadFree?: boolean;
   notes?: string;
+}
+
+/** Ratio of a figure's median to its floor's, oriented so that 1 is "as cheap as the floor". */
+export function ratioOf(median: number, floor: number, higherIsBetter = false): number {
+  return higherIsBetter ? floor / median : median / floor;
 }
 
 export function figure(
@@ -24,42 +61,91 @@ export function figure(
   name: string,
   unit: string,
   samples: readonly number[],
-  target?: { text: string; ok: (median: number) => boolean },
+  judge: {
+    floor?: Floor;
+    /** An absolute target, for counts (lost updates, unreadable files, writes) only. */
+    absolute?: { text: string; ok: (median: number) => boolean };
+    loadFree?: boolean;
+  } = {},
   notes?: string,
 ): Figure {
   const median = quantile(samples, 0.5);
-  return {
-    id,
-    name,
-    unit,
-    median,
-    p95: quantile(samples, 0.95),
-    runs: samples.length,
-    ...(target ? { target: target.text, met: target.ok(median) } : {}),
-    ...(notes ? { notes } : {}),
-  };
+  const out: Figure = { id, name, unit, median, p95: quantile(samples, 0.95), runs: samples.length };
+  const { floor, absolute } = judge;
+  if (floor) {
+    const floorMedian = quantile(floor.samples, 0.5);
+    out.floor = {
+      what: floor.what,
+      median: floorMedian,
+      ...(floor.maxRatio !== undefined ? { maxRatio: floor.maxRatio } : {}),
+      ...(floor.also ? { also: { what: floor.also.what, median: quantile(floor.also.samples, 0.5) } } : {}),
+    };
+    out.ratio = ratioOf(median, floorMedian, floor.higherIsBetter);
+    if (floor.maxRatio !== undefined) {
+      out.target = `<= ${floor.maxRatio}x`;
+      out.met = out.ratio <= floor.maxRatio;
+    }
+  } else if (absolute) {
+    out.target = absolute.text;
+    out.met = absolute.ok(median);
+  }
+  if (judge.loadFree) out.loadFree = true;
+  if (notes) out.notes = notes;
+  return out;
 }
 
-function fmt(value: number): string {
+/**
+ * Tag figures with the load around their run; a load above the core count makes wall-clock figures unjudged. The
+ * load after includes the group's own processes (`own`: how many it keeps busy at once), so those are allowed for.
+ */
+export function withLoad(
+  figures: readonly Figure[],
+  load: Load,
+  own: number,
+  cores = os.cpus().length,
+): Figure[] {
+  const noisy = load.before > cores || load.after > cores + own - 1;
+  return figures.map((f) => {
+    if (!noisy || f.loadFree) return { ...f, load };
+    const { met: _unjudged, ...rest } = f;
+    return { ...rest, load, noisy: true };
+  });
+}
+
+export function fmt(value: number): string {
   if (!Number.isFinite(value)) return "-";
   if (Math.abs(value) >= 100) return value.toFixed(0);
   if (Math.abs(value) >= 10) return value.toFixed(1);
   return value.toFixed(3);
 }
 
+function verdict(f: Figure): string {
+  if (f.noisy) return "noisy";
+  if (f.met === undefined) return "";
+  return f.met ? "yes" : "**no**";
+}
+
+function floorCell(f: Figure): string {
+  if (!f.floor) return "";
+  const also = f.floor.also ? `; ${f.floor.also.what}: ${fmt(f.floor.also.median)}` : "";
+  return `${f.floor.what}${also}`;
+}
+
 /** The Markdown table the README carries, exactly as printed. */
 export function markdownTable(figures: readonly Figure[]): string {
   const rows = [
-    ["#", "figure", "median", "p95", "unit", "runs", "target", "met"],
+    ["#", "figure", "median", "unit", "floor", "floor median", "ratio", "target", "load 1m", "met"],
     ...figures.map((f) => [
       f.id,
       `${f.name}${f.notes ? ` (${f.notes})` : ""}`,
       fmt(f.median),
-      fmt(f.p95),
       f.unit,
-      String(f.runs),
+      floorCell(f),
+      f.floor ? fmt(f.floor.median) : "",
+      f.ratio === undefined ? "" : `${f.ratio.toFixed(2)}x`,
       f.target ?? "",
-      f.met === undefined ? "" : f.met ? "yes" : "**no**",
+      f.load ? `${f.load.before.toFixed(1)} -> ${f.load.after.toFixed(1)}` : "",
+      verdict(f),
     ]),
   ];
   // Columns padded as the formatter lays out markdown tables, so `npm run lint` passes on the README it rewrites.

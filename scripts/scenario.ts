@@ -177,6 +177,8 @@ export interface ScenarioRecord {
   attachCommand: string;
   /** Both workers claimed and heartbeat: the leader's view. */
   healthy: { status: ToolJson; list: ToolJson };
+  /** The leader's send-message to the busy worker-2, and worker-2's completion notice in the leader's inbox. */
+  steered: { result: ToolJson; completionNotice: InboxMessage | undefined };
   killed: {
     agentId: string;
     paneId: string;
@@ -246,6 +248,25 @@ function workerPrompt(
     `@@call heartbeat ${JSON.stringify(beat)}`,
     `@@wait ${gates.done}`,
     `@@call update-task ${JSON.stringify(done)}`,
+    `@@call complete-agent ${JSON.stringify(complete)}`,
+  ].join("\n");
+}
+
+/**
+ * The leader's steering message to worker-2. With the mock it replaces the rest of worker-2's script (the mock follows
+ * the last user message): worker-2 completes with a report that says it followed the steer.
+ */
+function steeringMessage(): string {
+  const complete = {
+    teamName: TEAM,
+    agentId: "{{sys:agentId}}",
+    status: "completed",
+    summary: "worker-2 finished task-2",
+    report: "Steered by the leader: ran the tests as asked.",
+  };
+  return [
+    "Also run the tests before you finish, and say so in complete-agent's report.",
+    "(Lines starting with @@ drive the scripted demo model; ignore them.)",
     `@@call complete-agent ${JSON.stringify(complete)}`,
   ].join("\n");
 }
@@ -413,6 +434,17 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
   };
   await table();
 
+  await step(
+    "The leader steers worker-2 (send-message): it is at work, so the message waits for its next step",
+  );
+  const steer = asJson(
+    await leaderCall("send-message", { teamName: TEAM, to: "worker-2", message: steeringMessage() }),
+  );
+  const steerDelivery = (steer.deliveries as { delivery: string }[] | undefined)?.[0]?.delivery ?? "-";
+  note(
+    `send-message: ${steer.success ? `delivery ${steerDelivery}, id ${String(steer.messageId)}` : steer.error}`,
+  );
+
   await step(`worker-1 crashes: its pane and its attach process are killed`);
   const paneId = w1.paneId ?? "";
   const attachPid = (await readAgentFile(env, w1.agentId)).attachPid ?? -1;
@@ -524,9 +556,21 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
     note(`${name}: complete-agent ${JSON.stringify(completedResults[name])}`);
   };
   await finish("worker-2", doneGate("worker-2"), w2.agentId, w2.sessionId);
+  const completionNotice = (await env.ctx.store.readInbox(TEAM, leaderAgentId)).items.find(
+    (m) => m.type === "agent_completed" && m.data?.agentId === w2.agentId,
+  );
+  note(`the leader's completion notice: "${completionNotice?.text.replace(/\n/g, " / ") ?? "-"}"`);
 
   await step("The resumed worker-1 finishes too");
   await finish("worker-1", doneGate("worker-1-resumed"), resumed.agentId, resumed.sessionId);
+
+  // Completion notices that follow one another within noticeDigestMs reach the leader together at the window's end;
+  // let them land before the leader's next turns (the scripted model follows the last user message).
+  await waitFor(
+    async () => (await env.ctx.store.readInbox(TEAM, leaderAgentId)).items.every((m) => m.deliveredAt),
+    { timeoutMs: 15_000, message: "the leader's completion notices delivered" },
+  );
+  note("both completion notices reached the leader's session");
 
   await step("Final state: get-agent-status (terminated included) and agent-history");
   const final = {
@@ -549,6 +593,7 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
     tmuxSession,
     attachCommand,
     healthy,
+    steered: { result: steer, completionNotice },
     killed: {
       agentId: w1.agentId,
       paneId,

@@ -37,6 +37,11 @@ export const TeamsOptionsSchema = z.object({
    * (OpenCode takes either for another project). Off: such a `cwd` is refused.
    */
   allowCwdOutsideProject: z.boolean().default(false),
+  /**
+   * The leader's notices (agent inactive, completed, timed out): the first goes at once, the ones that follow within
+   * this window go together as one message when it ends.
+   */
+  noticeDigestMs: z.number().int().min(0).default(3_000),
   /** Where agents' worktrees go (`<worktreeRoot>/<team>/<agent>`); default `<storage>/worktrees`. Relative: to the project root. */
   worktreeRoot: z.string().min(1).optional(),
   /** Keep every agent's worktree and branch when it ends, even a clean, unchanged one (specs/worktrees.md). */

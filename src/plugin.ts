@@ -24,8 +24,10 @@ import { heartbeatTool } from "./tools/heartbeat.ts";
 import { killAgentTool } from "./tools/kill-agent.ts";
 import { listAgentsTool } from "./tools/list-agents.ts";
 import { mergeAgentTool } from "./tools/merge-agent.ts";
+import { readMessagesTool } from "./tools/read-messages.ts";
 import { requireCallerSession } from "./tools/result.ts";
 import { resumeAgentTool } from "./tools/resume-agent.ts";
+import { sendMessageTool } from "./tools/send-message.ts";
 import { spawnAgentTool } from "./tools/spawn-agent.ts";
 import { createTaskTool, listTasksTool, updateTaskTool } from "./tools/tasks.ts";
 
@@ -112,6 +114,8 @@ function toolsOf(ctx: TeamsContext): NonNullable<Hooks["tool"]> {
     "resume-agent": resumeAgentTool(ctx),
     "agent-diff": agentDiffTool(ctx),
     "merge-agent": mergeAgentTool(ctx),
+    "send-message": sendMessageTool(ctx),
+    "read-messages": readMessagesTool(ctx),
   };
 }
 

@@ -8,6 +8,7 @@ import { renderDoctor, runDoctor } from "./doctor.ts";
 import { painter } from "./format.ts";
 import { collectHistory, renderHistory } from "./history.ts";
 import { nextSteps, renderInit, runInit } from "./init.ts";
+import { cliSend, collectInbox, renderInbox } from "./messages.ts";
 import { findProjectRoot } from "./project.ts";
 import { runServerCommand } from "./server.ts";
 import { collectStatus, renderStatus } from "./status.ts";
@@ -22,6 +23,8 @@ usage:
   opencode-teams doctor [--json]                   check tmux, opencode, the plugin, the server and the storage dir
   opencode-teams init [--global] [--undo]          add the plugin to opencode.json (or ~/.config/opencode), then doctor
   opencode-teams server status|stop [--json]       the project's OpenCode server: is it ours and healthy; stop it
+  opencode-teams send <team> <to> <message...>     message an agent (name or id), "leader" or "all", as "human"
+  opencode-teams inbox <team> [agent] [--json]     an inbox (the leader's by default), newest first
   opencode-teams worktrees [team] [--json]         agents' git worktrees: branch, commits ahead, dirty files, path
   opencode-teams diff <team> <agent> [--json]      an agent's branch: commits, diffstat, uncommitted files
 
@@ -127,6 +130,25 @@ async function main(argv: string[]): Promise<number> {
       const result = await runServerCommand(ctx, team);
       print(values.json ? JSON.stringify(result.output, null, 2) : result.text);
       return result.code;
+    }
+    case "send": {
+      const [, , to, ...words] = positionals;
+      if (!team || !to || words.length === 0) {
+        process.stderr.write("usage: opencode-teams send <team> <to> <message...>\n");
+        return 2;
+      }
+      const sent = await cliSend(ctx, team, to, words);
+      print(JSON.stringify(sent, null, values.json ? 2 : undefined));
+      return sent.success ? 0 : 1;
+    }
+    case "inbox": {
+      if (!team) {
+        process.stderr.write("usage: opencode-teams inbox <team> [agent]\n");
+        return 2;
+      }
+      const view = await collectInbox(ctx, team, positionals[2]);
+      print(values.json ? JSON.stringify(view, null, 2) : renderInbox(view, paint));
+      return 0;
     }
     default:
       process.stderr.write(`unknown command '${command}'\n\n${USAGE}\n`);

@@ -14,6 +14,8 @@ export interface StatusRow {
   model: string;
   paneId: string | null;
   tasks: string[];
+  /** Messages and notices in its inbox that no read-messages returned yet. */
+  unread: number;
 }
 
 export interface StatusReport {
@@ -42,6 +44,8 @@ export async function collectStatus(
     const tasks = board.kind === "ok" ? board.value.tasks : [];
     const held = (agentId: string) =>
       tasks.filter((t) => t.assignee === agentId && t.status === "in_progress").map((t) => t.id);
+    const unreadOf = async (agentId: string) =>
+      (await ctx.store.readInbox(team, agentId)).items.filter((m) => !m.readAt).length;
     for (const view of listed.items) {
       const { state } = view;
       if (state.status === "terminated" && !includeTerminated) continue;
@@ -56,6 +60,7 @@ export async function collectStatus(
         model: state.model,
         paneId: state.paneId ?? null,
         tasks: held(state.agentId),
+        unread: await unreadOf(state.agentId),
       });
     }
     // Agents whose state file is damaged: shown on every run, with what their traces tell.
@@ -74,6 +79,7 @@ export async function collectStatus(
         model: agent.model ?? "?",
         paneId: agent.paneId,
         tasks: held(agent.agentId),
+        unread: await unreadOf(agent.agentId),
       });
     }
   }
@@ -92,9 +98,10 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     { text: row.model },
     { text: row.paneId ?? "-" },
     { text: row.tasks.join(",") || "-" },
+    { text: row.unread > 0 ? String(row.unread) : "-", style: row.unread > 0 ? "yellow" : undefined },
   ]);
   const table = renderTable(
-    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK"],
+    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK", "UNREAD"],
     rows,
     paint,
   );

@@ -3,6 +3,14 @@ import type { Event } from "@opencode-ai/sdk";
 /** What a session is doing, as `GET /session/status` reports it (idle sessions are left out of that map). */
 export type SessionActivity = "busy" | "retry" | "idle";
 
+/** What `GET /session/status` answered, directory by directory. */
+export interface SessionStatuses {
+  /** Non-idle sessions of the directories that answered. */
+  statuses: Record<string, SessionActivity>;
+  /** Directory -> why it could not be asked. Its sessions are unknown, not idle. */
+  failed: Record<string, string>;
+}
+
 export interface ModelRef {
   providerID: string;
   modelID: string;
@@ -25,9 +33,11 @@ export interface OpencodeApi {
   healthy(timeoutMs?: number): Promise<boolean>;
   /**
    * Non-idle sessions of these directories and what they are doing (default: the directory the client names). The
-   * server lists a session only under the directory it was created in, so ask for every agent's `cwd`.
+   * server lists a session only under the directory it was created in, so ask for every agent's `cwd`. Each directory
+   * is asked on its own: one that fails (deleted, timed out) is listed in `failed` and the others still answer.
+   * Rejects only when no server can be asked at all.
    */
-  sessionStatuses(directories?: readonly string[]): Promise<Record<string, SessionActivity>>;
+  sessionStatuses(directories?: readonly string[]): Promise<SessionStatuses>;
   /** true / false when the server answered; throws when it could not be asked. */
   sessionExists(sessionId: string): Promise<boolean>;
   createSession(input: { title: string; directory: string }): Promise<{ id: string }>;
@@ -40,6 +50,8 @@ export interface OpencodeApi {
     options?: { model?: ModelRef; noReply?: boolean },
   ): Promise<void>;
   messageCount(sessionId: string): Promise<number>;
+  /** The text of every user message of the session, oldest first (a message's text parts joined with "\n"). */
+  userMessageTexts(sessionId: string): Promise<string[]>;
   usage(sessionId: string): Promise<SessionUsage>;
   /**
    * The server's event stream, for every directory it serves. Ends when the server closes it or `signal` aborts; callers reconnect themselves

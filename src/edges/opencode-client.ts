@@ -1,5 +1,5 @@
 import { createOpencodeClient, type Event, type OpencodeClient } from "@opencode-ai/sdk";
-import type { ModelRef, OpencodeApi, SessionActivity, SessionUsage } from "./opencode-api.ts";
+import type { ModelRef, OpencodeApi, SessionStatuses, SessionUsage } from "./opencode-api.ts";
 
 export interface OpencodeClientOptions {
   /** Directory the server scopes sessions by (`?directory=`): the project root. */
@@ -86,18 +86,24 @@ export class SdkOpencodeApi implements OpencodeApi {
     }
   }
 
-  async sessionStatuses(
-    directories: readonly string[] = [this.options.directory],
-  ): Promise<Record<string, SessionActivity>> {
-    const lists = await Promise.all(
-      [...new Set(directories)].map((directory) =>
+  async sessionStatuses(directories: readonly string[] = [this.options.directory]): Promise<SessionStatuses> {
+    const asked = [...new Set(directories)];
+    const lists = await Promise.allSettled(
+      asked.map((directory) =>
         this.call(`GET /session/status?directory=${directory}`, () =>
           this.client.session.status({ query: { directory }, signal: this.signal() }),
         ),
       ),
     );
-    const out: Record<string, SessionActivity> = {};
-    for (const data of lists) for (const [id, status] of Object.entries(data)) out[id] = status.type;
+    const out: SessionStatuses = { statuses: {}, failed: {} };
+    for (const [index, list] of lists.entries()) {
+      const directory = asked[index] ?? "";
+      if (list.status === "rejected") {
+        out.failed[directory] = list.reason instanceof Error ? list.reason.message : String(list.reason);
+        continue;
+      }
+      for (const [id, status] of Object.entries(list.value)) out.statuses[id] = status.type;
+    }
     return out;
   }
 
@@ -165,6 +171,15 @@ export class SdkOpencodeApi implements OpencodeApi {
 
   async messageCount(sessionId: string): Promise<number> {
     return (await this.messages(sessionId)).length;
+  }
+
+  async userMessageTexts(sessionId: string): Promise<string[]> {
+    const texts: string[] = [];
+    for (const { info, parts } of await this.messages(sessionId)) {
+      if (info.role !== "user") continue;
+      texts.push(parts.flatMap((part) => (part.type === "text" ? [part.text] : [])).join("\n"));
+    }
+    return texts;
   }
 
   async usage(sessionId: string): Promise<SessionUsage> {

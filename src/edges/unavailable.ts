@@ -32,6 +32,9 @@ export class UnavailableOpencodeApi implements OpencodeApi {
   async messageCount(): Promise<never> {
     this.refuse();
   }
+  async userMessageTexts(): Promise<never> {
+    this.refuse();
+  }
   async usage(): Promise<never> {
     this.refuse();
   }

@@ -6,12 +6,15 @@ import { notifyLeader } from "./notify.ts";
 import { CallerError, fail, type OpResult } from "./result.ts";
 
 export const SUMMARY_MAX = 4_000;
+/** The findings that reach the leader in the completion notice (bytes, UTF-8). */
+export const REPORT_MAX_BYTES = 16 * 1024;
 
 export interface CompleteAgentInput {
   teamName: string;
   agentId: string;
   status: "completed" | "failed";
   summary?: string;
+  report?: string;
 }
 
 export interface CompleteAgentOutput {
@@ -40,6 +43,13 @@ export async function completeAgent(
   const summary = input.summary?.trim() || undefined;
   if (summary && summary.length > SUMMARY_MAX) {
     throw new CallerError(`summary is ${summary.length} characters; keep it under ${SUMMARY_MAX}`);
+  }
+  const report = input.report?.trim() || undefined;
+  const reportBytes = report ? Buffer.byteLength(report, "utf8") : 0;
+  if (reportBytes > REPORT_MAX_BYTES) {
+    throw new CallerError(
+      `report is ${reportBytes} bytes; keep it under ${REPORT_MAX_BYTES} (put the rest in a file and name it in the report)`,
+    );
   }
   const team = await loadTeam(ctx, input.teamName);
   const agent = await readAgentOrFail(ctx, team, input.agentId);
@@ -82,12 +92,13 @@ export async function completeAgent(
           finished.reassignedTasks.length > 0
             ? ` Tasks it still had in progress are pending again: ${finished.reassignedTasks.join(", ")}.`
             : ""
-        }`,
+        }${report ? `\nReport from ${agent.name}:\n${report}` : ""}`,
         data: {
           agentId: agent.agentId,
           name: agent.name,
           status: input.status,
           ...(summary ? { summary } : {}),
+          ...(report ? { report } : {}),
           reassignedTasks: finished.reassignedTasks,
         },
       });

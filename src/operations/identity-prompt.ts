@@ -62,7 +62,8 @@ export function identityText(
       "above all during long builds, test runs or large edits that make no other tool calls. " +
       `Without a sign of life for ${terms.staleSeconds} seconds ${times} you are marked inactive and your tasks go back to the team.`,
     `- Tasks: the team's task board is \`list-tasks\` / \`update-task\` (teamName ${JSON.stringify(agent.teamName)}); set a task in_progress to claim it and completed when done.`,
-    `- When your work is done, call \`complete-agent\` with {${ids}, "status": "completed", "summary": "<what you did>"} ` +
+    `- Messages: a user message starting "[message from ..." comes from a team member (or a human); the leader may change your course that way. To ask the leader something, call \`send-message\` with {"teamName": ${JSON.stringify(agent.teamName)}, "to": "leader", "message": "..."}.`,
+    `- When your work is done, call \`complete-agent\` with {${ids}, "status": "completed", "summary": "<what you did>", "report": "<your findings>"} ` +
       '(use "status": "failed" when you could not do it). That ends your run.',
     `- If the leader asks you to shut down: start no new work, finish or save the step you are on, then call \`confirm-shutdown\` with {${ids}} and end your turn.`,
     ...worktreeLines(agent),

@@ -10,6 +10,7 @@ import { loadTeam, requireLeader } from "./identity.ts";
 import { CallerError, fail, type OpResult } from "./result.ts";
 import { agentEnded, type EndedStatus } from "./run-history.ts";
 import { recountActiveSessions } from "./server-sessions.ts";
+import { abortEndedSession } from "./session-abort.ts";
 import { recordedModel } from "./spawn.ts";
 import { reassignTasksOf } from "./task.ts";
 import { endUnknownAgent, findUnknownAgent } from "./unknown-agents.ts";
@@ -156,6 +157,8 @@ export interface FinishHow {
    * very tool call that reports its end, and the turn ends by itself once the agent has the result.
    */
   abortSession?: boolean;
+  /** resume-agent ending the record it claimed for this successor: the old turn is aborted all the same. */
+  resumingAs?: string;
 }
 
 /**
@@ -167,8 +170,11 @@ export interface FinishHow {
 export async function finishAgent(
   ctx: TeamsContext,
   agent: AgentState,
-  how: FinishHow,
+  decide: FinishHow | ((current: AgentState) => FinishHow),
 ): Promise<FinishResult> {
+  // A function decides from the record as it is under the lock, not as the caller read it (finishOverdueKill).
+  const howFor = typeof decide === "function" ? decide : () => decide;
+  let how = howFor(agent);
   const warnings: string[] = [];
   // The status first, decided under the lock: from here on the sweep and the monitor leave the agent alone, so closing
   // its pane below cannot make it look dead and record a false "interrupted" over this outcome. The write also decides
@@ -182,6 +188,7 @@ export async function finishAgent(
     // The latest record: a resume or spawn may have recorded a pane after `agent` was read.
     current = state;
     if (state.status === "terminated") return undefined;
+    how = howFor(state);
     wasRunning = isRunning(state.status);
     endedBy = {
       ...state,
@@ -193,8 +200,10 @@ export async function finishAgent(
     };
     return endedBy;
   });
-  if (how.abortSession !== false && endedBy)
-    warnings.push(...(await abortOwnedSession(ctx, endedBy, wasRunning)));
+  if (how.abortSession !== false && endedBy) {
+    const abort = { wasRunning, ...(how.resumingAs ? { resumingAs: how.resumingAs } : {}) };
+    warnings.push(...(await abortEndedSession(ctx, endedBy, abort)));
+  }
   if (!how.keepPane) {
     // C-c in the attach TUI cancels the session's turn: right for a kill, wrong for an agent reporting its own end.
     warnings.push(...(await closeAgentPane(ctx, current, { interrupt: how.abortSession !== false })));
@@ -259,33 +268,6 @@ async function killUnknownAgent(
 }
 
 /**
- * Abort the running turn of the session of a record this call just ended, unless another live record of the team owns
- * the session now: resume-agent hands the session of an ended record to a new one, whose work must not be cut off.
- */
-async function abortOwnedSession(
-  ctx: TeamsContext,
-  ended: AgentState,
-  wasRunning: boolean,
-): Promise<string[]> {
-  const { items } = await ctx.store.listAgentViews(ended.teamName);
-  const successor = items.find(
-    ({ state }) =>
-      state.agentId !== ended.agentId && state.sessionId === ended.sessionId && isRunning(state.status),
-  );
-  if (successor) return [];
-  const server = await ctx.edges.projectServer();
-  if (!server) {
-    return wasRunning ? ["The project's OpenCode server is not running; there was no session to abort"] : [];
-  }
-  try {
-    await server.abortSession(ended.sessionId);
-    return [];
-  } catch (error) {
-    return [`Could not abort session ${ended.sessionId}: ${message(error)}`];
-  }
-}
-
-/**
  * Whether a graceful kill is over and its caller evidently gone: one sweep interval past the deadline the caller waits
  * for, so a live caller always finishes its own kill. Files from before the deadline was recorded count from the
  * request.
@@ -298,23 +280,29 @@ export function killOverdue(agent: AgentState, now: number, options: TeamsOption
   return now >= deadline + options.sweepIntervalMs;
 }
 
-/**
- * Finish a graceful kill whose caller is gone as the caller would have: gracefully when the agent confirmed, else as
- * force. Safe to race with the caller and with other sweepers: finishAgent's status write decides who ended the run.
- */
-export function finishOverdueKill(ctx: TeamsContext, agent: AgentState): Promise<FinishResult> {
-  const asked = agent.statusReason ?? "shutdown requested by the leader";
-  return agent.shutdownConfirmedAt
-    ? finishAgent(ctx, agent, {
+/** How a kill finished by the stale sweep ends: gracefully when the agent confirmed, else as force. */
+function overdueKillHow(current: AgentState): FinishHow {
+  const asked = current.statusReason ?? "shutdown requested by the leader";
+  return current.shutdownConfirmedAt
+    ? {
         reason: `${asked}; confirmed, and finished by the stale sweep (the kill's caller was gone)`,
         outcome: "killed",
         history: "completed",
-      })
-    : finishAgent(ctx, agent, {
-        reason: `${asked}; no confirmation by ${agent.shutdownDeadlineAt ?? "the deadline"}, stopped by the stale sweep (the kill's caller was gone)`,
+      }
+    : {
+        reason: `${asked}; no confirmation by ${current.shutdownDeadlineAt ?? "the deadline"}, stopped by the stale sweep (the kill's caller was gone)`,
         outcome: "interrupted",
         history: "interrupted",
-      });
+      };
+}
+
+/**
+ * Finish a graceful kill whose caller is gone as the caller would have. Decided from the record under finishAgent's
+ * lock: a confirm-shutdown that landed after the sweep read the agent still counts. Safe to race with the caller and
+ * with other sweepers: finishAgent's status write decides who ended the run.
+ */
+export function finishOverdueKill(ctx: TeamsContext, agent: AgentState): Promise<FinishResult> {
+  return finishAgent(ctx, agent, overdueKillHow);
 }
 
 /**

@@ -211,7 +211,8 @@ export class EventMonitor {
 
   /**
    * Make state agree with `GET /session/status` after a gap in the stream, asking for every directory that has live
-   * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`).
+   * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`). A
+   * directory that did not answer is left out; the others are still applied.
    */
   async resync(server: OpencodeApi): Promise<void> {
     this.index.invalidate();
@@ -220,9 +221,17 @@ export class EventMonitor {
       const { items } = await this.ctx.store.listAgentViews(teamName);
       for (const { state } of items) if (state.role !== "leader" && isLive(state.status)) live.push(state);
     }
-    const statuses = await server.sessionStatuses([...new Set(live.map((state) => state.cwd))]);
+    const { statuses, failed } = await server.sessionStatuses([...new Set(live.map((state) => state.cwd))]);
     this.stats.resyncs++;
+    for (const [directory, error] of Object.entries(failed)) {
+      this.ctx.log("warn", "resync: the project's OpenCode server did not answer for a directory", {
+        directory,
+        error,
+      });
+    }
     for (const state of live) {
+      // Unknown is not idle: the agents of a directory that did not answer keep the state they have.
+      if (failed[state.cwd] !== undefined) continue;
       const activity = statuses[state.sessionId];
       if (activity === "busy" || activity === "retry") {
         await this.process({

@@ -5,16 +5,20 @@ import { assertAgentId, assertTeamName } from "../state/paths.ts";
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
+import { handOverText, markHandedOver, storedMessages } from "./inbox.ts";
 import { finishAgent, readAgentOrFail } from "./kill.ts";
 import { CallerError, fail, type OpResult } from "./result.ts";
+import { claimBy, claimHolds, withoutClaim } from "./resume-claim.ts";
 import {
   launchAgent,
   projectServerOrFail,
   recordedModel,
+  resolveCwd,
   type SpawnAgentOutput,
   type SpawnProgress,
   StepClock,
 } from "./spawn.ts";
+import { worktreeCwd } from "./worktrees.ts";
 
 export const RESUME_PROMPT_MAX = 20_000;
 
@@ -45,13 +49,6 @@ function defaultContinuation(agent: AgentState, agentId: string): string {
     "Keep calling heartbeat while you work, and call complete-agent when you are done.",
   ].join("\n");
 }
-
-/**
- * How long a claim on an agent (resumedBy) holds while its successor has no record yet: longer than a resume takes
- * from its claim to the successor's record (closing the old pane, a session and a member), so only a resume that
- * died in between loses it, and the agent can be resumed again after that.
- */
-export const RESUME_CLAIM_TTL_MS = 120_000;
 
 function who(agent: AgentState): string {
   return `Agent '${agent.name}' (${agent.agentId})`;
@@ -85,8 +82,8 @@ async function refusal(ctx: TeamsContext, agent: AgentState): Promise<string | u
 
 /**
  * Claim `agent` for the successor `successorId` under the agent's lock, so that of two resume calls racing (models
- * call tools in parallel) exactly one launches. Refused while another claim holds: its successor has a record, or it
- * is younger than RESUME_CLAIM_TTL_MS. Returns the refusal, or undefined once the claim is written.
+ * call tools in parallel) exactly one launches. Refused while another claim holds: its successor has a record, or its
+ * claimant may still be launching one (claimHolds). Returns the refusal, or undefined once the claim is written.
  */
 async function claimResume(
   ctx: TeamsContext,
@@ -103,24 +100,39 @@ async function claimResume(
     if (current.resumedBy) {
       const successor = await ctx.store.readAgent(teamName, current.resumedBy);
       if (successor.kind === "ok") return alreadyResumed(current, successor.value);
-      const claimedAt = Date.parse(current.resumeClaimedAt ?? current.updatedAt);
-      if (successor.kind === "corrupt" || ctx.clock.now() - claimedAt < RESUME_CLAIM_TTL_MS) {
+      if (successor.kind === "corrupt" || claimHolds(current, ctx.clock.now())) {
         return `${who(current)} is being resumed right now as agent ${current.resumedBy} by another resume-agent call; wait for it, then check list-agents for that agent`;
       }
       ctx.log("warn", `resume of ${agentId} as ${current.resumedBy} never launched; claiming it again`);
     }
     const now = isoNow(ctx.clock);
-    await ctx.store.writeAgent({ ...current, resumedBy: successorId, resumeClaimedAt: now, updatedAt: now });
+    await ctx.store.writeAgent({ ...current, resumedBy: successorId, ...claimBy(now), updatedAt: now });
     return undefined;
   });
+}
+
+/**
+ * The old record's cwd, under spawn-agent's rules: a record written before they existed, or edited by hand, may name
+ * a directory outside the project, where the agent would resolve another storage dir and be taken for dead.
+ */
+async function resumableCwd(ctx: TeamsContext, old: AgentState): Promise<string> {
+  try {
+    // A worktree agent's cwd is in its own worktree, which resume re-enters (and recreates when removed).
+    if (old.worktree) return worktreeCwd(ctx, old.worktree, old.cwd);
+    return await resolveCwd(ctx, old.cwd);
+  } catch (error) {
+    if (!(error instanceof CallerError)) throw error;
+    throw new CallerError(
+      `${error.message} ${who(old)} cannot be resumed there: spawn a new agent with a cwd inside the project.`,
+    );
+  }
 }
 
 /** Give the claim back after a resume that launched nothing, so the agent can be resumed again at once. */
 async function releaseClaim(ctx: TeamsContext, agent: AgentState, successorId: string): Promise<void> {
   await ctx.store.updateAgent(agent.teamName, agent.agentId, (current) => {
     if (current?.resumedBy !== successorId) return undefined;
-    const { resumedBy: _, resumeClaimedAt: __, ...rest } = current;
-    return { ...rest, updatedAt: isoNow(ctx.clock) };
+    return { ...withoutClaim(current), updatedAt: isoNow(ctx.clock) };
   });
 }
 
@@ -146,6 +158,7 @@ export async function resumeAgent(
   const old = await readAgentOrFail(ctx, team, input.agentId);
   const refused = await refusal(ctx, old);
   if (refused) return fail(refused);
+  const cwd = await resumableCwd(ctx, old);
   if (!old.headless && !(await ctx.edges.tmux.available()))
     return fail("tmux is required for agent spawning");
 
@@ -158,7 +171,7 @@ export async function resumeAgent(
   if (claimRefused) return fail(claimRefused);
   let launched: Awaited<ReturnType<typeof relaunch>>;
   try {
-    launched = await relaunch(ctx, { team, server, old, successorId, continuation }, steps);
+    launched = await relaunch(ctx, { team, server, old, cwd, successorId, continuation }, steps);
   } catch (error) {
     await releaseClaim(ctx, old, successorId);
     throw error;
@@ -180,6 +193,8 @@ interface Relaunch {
   team: TeamConfig;
   server: ProjectServer;
   old: AgentState;
+  /** The old record's cwd, checked again as spawn-agent checks it. */
+  cwd: string;
   successorId: string;
   continuation: string | undefined;
 }
@@ -187,7 +202,7 @@ interface Relaunch {
 /** End what is left of the old run, then launch its successor (on the old session when the server still has it). */
 async function relaunch(
   ctx: TeamsContext,
-  { team, server, old, successorId, continuation }: Relaunch,
+  { team, server, old, cwd, successorId, continuation }: Relaunch,
   steps: StepClock,
 ): Promise<OpResult<SpawnAgentOutput & { sessionReused: boolean }>> {
   const warnings: string[] = [];
@@ -199,12 +214,16 @@ async function relaunch(
       reason: old.statusReason ?? "inactive; resumed",
       outcome: "interrupted",
       history: "interrupted",
+      resumingAs: successorId,
     });
     warnings.push(...finished.warnings);
   }
 
   const sessionReused = await server.api.sessionExists(old.sessionId).catch(() => false);
-  const text = (agentId: string) => continuation ?? defaultContinuation(old, agentId);
+  // Messages sent to it while it was stopped were kept in its inbox: the continuation hands them over.
+  const stored = await storedMessages(ctx, team, old.agentId);
+  const handOver = stored.length > 0 ? `\n\n${handOverText(stored)}` : "";
+  const text = (agentId: string) => `${continuation ?? defaultContinuation(old, agentId)}${handOver}`;
   const launched = await launchAgent(
     ctx,
     {
@@ -213,7 +232,7 @@ async function relaunch(
       role: old.role === "reviewer" ? "reviewer" : "worker",
       name: old.name,
       model: recordedModel(old),
-      cwd: old.cwd,
+      cwd,
       ...(old.worktree ? { worktree: { reenter: old.worktree } } : {}),
       headless: old.headless,
       ...(old.timeoutMinutes !== undefined ? { timeoutMinutes: old.timeoutMinutes } : {}),
@@ -228,6 +247,7 @@ async function relaunch(
     steps,
   );
   if (!launched.success) return launched;
+  if (launched.promptDelivery !== "failed") await markHandedOver(ctx, stored);
   if (!sessionReused) {
     warnings.push(
       `The previous session ${old.sessionId} no longer exists on the server: a new session got the original prompt`,

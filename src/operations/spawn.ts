@@ -131,7 +131,7 @@ const ALLOW_HINT = "set the plugin option allowCwdOutsideProject to true to allo
  * out, and not inside a git repository nested in the project (OpenCode takes that for another project: its own
  * config, plugins and sessions). Returned under the project root as given, with no symlink below it.
  */
-async function resolveCwd(ctx: TeamsContext, cwd: string | undefined): Promise<string> {
+export async function resolveCwd(ctx: TeamsContext, cwd: string | undefined): Promise<string> {
   if (cwd === undefined || cwd.trim() === "") return ctx.projectRoot;
   const resolved = path.resolve(ctx.projectRoot, cwd);
   const info = await stat(resolved).catch(() => undefined);

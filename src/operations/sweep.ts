@@ -1,4 +1,4 @@
-import type { OpencodeApi, SessionActivity } from "../edges/opencode-api.ts";
+import type { OpencodeApi, SessionActivity, SessionStatuses } from "../edges/opencode-api.ts";
 import { type LivePanes, ownsLivePane, type PaneRef } from "../edges/tmux-api.ts";
 import { mapLimit } from "../map-limit.ts";
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
@@ -9,6 +9,7 @@ import { isLive, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactive } from "./inactive.ts";
 import { finishOverdueKill, killOverdue } from "./kill.ts";
 import { deliverPending, notifyLeader } from "./notify.ts";
+import { abortEndedSession } from "./session-abort.ts";
 
 /** What one sweep did; returned for tests and logged when anything happened. */
 export interface SweepReport {
@@ -46,9 +47,14 @@ type Verdict =
 
 interface ServerFacts {
   server: OpencodeApi | undefined;
-  /** Non-idle sessions; undefined when the server could not be asked. */
-  statuses: Record<string, SessionActivity> | undefined;
+  /** Non-idle sessions of the directories that answered. */
+  statuses: Record<string, SessionActivity>;
+  /** Directories whose statuses could not be read, and why: their agents' sessions are unknown, not idle. */
+  unanswered: Map<string, string>;
 }
+
+/** One directory's answer: its non-idle sessions, or why it could not be asked. */
+type DirectoryAnswer = { statuses: Record<string, SessionActivity> } | { error: string };
 
 const CHECK_CONCURRENCY = 16;
 
@@ -58,41 +64,65 @@ function seconds(ms: number): number {
 
 /**
  * What the project server says, read at most once per sweep and directory, and only for directories that have stale
- * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`).
+ * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`). A
+ * directory that cannot be asked (deleted, timed out) leaves only its own agents without the busy check.
  */
 class ServerFactsReader {
   private server: Promise<OpencodeApi | undefined> | undefined;
-  private readonly asked = new Map<string, Promise<Record<string, SessionActivity> | undefined>>();
+  private readonly asked = new Map<string, Promise<DirectoryAnswer>>();
 
   constructor(private readonly ctx: TeamsContext) {}
 
   async read(directories: ReadonlySet<string>): Promise<ServerFacts> {
     this.server ??= this.ctx.edges.projectServer().catch(() => undefined);
     const server = await this.server;
-    if (!server) return { server, statuses: undefined };
+    if (!server) return { server, statuses: {}, unanswered: new Map() };
     const missing = [...directories].filter((directory) => !this.asked.has(directory));
     if (missing.length > 0) {
-      const statuses = server.sessionStatuses(missing).catch((error: unknown) => {
-        this.ctx.log("warn", "stale sweep: the project's OpenCode server did not answer", {
-          error: error instanceof Error ? error.message : String(error),
-        });
-        return undefined;
+      const answers = server.sessionStatuses(missing).catch((error: unknown): SessionStatuses => {
+        const why = error instanceof Error ? error.message : String(error);
+        return { statuses: {}, failed: Object.fromEntries(missing.map((directory) => [directory, why])) };
       });
-      for (const directory of missing) this.asked.set(directory, statuses);
+      for (const directory of missing) {
+        this.asked.set(
+          directory,
+          answers.then((answer) => this.answerFor(directory, answer)),
+        );
+      }
     }
-    const lists = await Promise.all([...directories].map((directory) => this.asked.get(directory)));
-    if (lists.some((list) => list === undefined)) return { server, statuses: undefined };
-    return { server, statuses: Object.assign({}, ...lists) };
+    const facts: ServerFacts = { server, statuses: {}, unanswered: new Map() };
+    for (const directory of directories) {
+      const answer = await this.asked.get(directory);
+      if (!answer) continue;
+      if ("error" in answer) facts.unanswered.set(directory, answer.error);
+      else Object.assign(facts.statuses, answer.statuses);
+    }
+    return facts;
   }
 
-  /** undefined: nothing needed asking the server this sweep. */
+  private answerFor(directory: string, { statuses, failed }: SessionStatuses): DirectoryAnswer {
+    const error = failed[directory];
+    if (error === undefined) return { statuses };
+    this.ctx.log("warn", "stale sweep: the project's OpenCode server did not answer for a directory", {
+      directory,
+      error,
+    });
+    return { error };
+  }
+
+  /** undefined: nothing needed asking the server this sweep; false: it did not answer for some directory. */
   async reachable(): Promise<boolean | undefined> {
     if (!this.server) return undefined;
     if (!(await this.server)) return false;
     if (this.asked.size === 0) return undefined;
-    const lists = await Promise.all(this.asked.values());
-    return lists.every((list) => list !== undefined);
+    const answers = await Promise.all(this.asked.values());
+    return answers.every((answer) => !("error" in answer));
   }
+}
+
+/** Whether the server's status map speaks for this agent: it was running and answered for the agent's directory. */
+function statusKnown(facts: ServerFacts, agent: AgentState): boolean {
+  return facts.server !== undefined && !facts.unanswered.has(agent.cwd);
 }
 
 /** The leader is the user's own session: never swept, whatever its files say. */
@@ -247,12 +277,12 @@ export class StaleSweeper {
     }
     report.stale += stale.length;
 
-    let facts: ServerFacts = { server: undefined, statuses: undefined };
+    let facts: ServerFacts = { server: undefined, statuses: {}, unanswered: new Map() };
     if (stale.length > 0) facts = await serverFacts(new Set(stale.map((view) => view.state.cwd)));
     const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => this.verdict(view, facts, now));
 
     const deaths: Omit<InactiveAgent, "tasks">[] = [];
-    const abortable: string[] = [];
+    const abortable: AgentState[] = [];
     const work: { view: AgentView; verdict: Verdict | undefined }[] = [
       ...stale.map((view, index) => ({ view, verdict: verdicts[index] })),
       ...toReset.map((view) => ({ view, verdict: undefined })),
@@ -265,8 +295,8 @@ export class StaleSweeper {
       switch (outcome.kind) {
         case "inactive":
           deaths.push(outcome.death);
-          if (facts.statuses?.[outcome.death.agent.sessionId] !== undefined)
-            abortable.push(outcome.death.agent.sessionId);
+          if (facts.statuses[outcome.death.agent.sessionId] !== undefined)
+            abortable.push(outcome.death.agent);
           break;
         case "miss":
           report.misses++;
@@ -284,13 +314,14 @@ export class StaleSweeper {
 
     if (deaths.length > 0) {
       report.inactive.push(...(await handOverInactive(ctx, team, deaths)));
-      // A session the server still runs would keep working on tasks that were just handed to someone else.
-      const server = facts.server;
-      if (server) {
-        await mapLimit(abortable, CHECK_CONCURRENCY, (sessionId) =>
-          server.abortSession(sessionId).catch(() => undefined),
-        );
-      }
+      // A session the server still runs would keep working on tasks that were just handed to someone else. Aborted
+      // under the agent's lock, like every abort of an ended record: a resume may have handed the session on already.
+      await mapLimit(abortable, CHECK_CONCURRENCY, async (agent) => {
+        const skipped = await abortEndedSession(ctx, agent, { wasRunning: true }).catch((error: unknown) => [
+          error instanceof Error ? error.message : String(error),
+        ]);
+        for (const warning of skipped) ctx.log("info", `stale sweep: ${warning}`, { team: team.name });
+      });
     }
     if (overdueKills.length > 0) report.killsFinished += await this.finishOverdueKills(team, overdueKills);
     report.delivered += await deliverPending(ctx, team, this.settledNotices);
@@ -342,8 +373,9 @@ export class StaleSweeper {
   /** Check the facts before calling a stale agent missing: its session, its pane, whether the server says it works. */
   private async verdict(view: AgentView, facts: ServerFacts, now: number): Promise<Verdict> {
     const { state } = view;
-    const activity = facts.statuses?.[state.sessionId];
-    if (facts.statuses && facts.server && activity === undefined) {
+    const known = statusKnown(facts, state);
+    const activity = known ? facts.statuses[state.sessionId] : undefined;
+    if (known && facts.server && activity === undefined) {
       // Idle sessions are left out of the status map, so only an explicit lookup tells idle from deleted.
       const exists = await facts.server.sessionExists(state.sessionId).catch(() => undefined);
       if (exists === false) {
@@ -438,9 +470,9 @@ export class StaleSweeper {
       verdict.cause === "busy_cap"
         ? `its session has reported busy with no activity for ${verdict.busyForS ?? quiet} s (cap ${seconds(ctx.options.busyCapMs)} s)`
         : `no heartbeat for ${quiet} s (${consecutive} missed sweeps)`;
-    if (verdict.cause === "stale" && !facts.statuses) {
+    if (verdict.cause === "stale" && !statusKnown(facts, agent)) {
       reason += facts.server
-        ? "; the project's OpenCode server did not answer"
+        ? `; the project's OpenCode server did not answer for its directory ${agent.cwd}`
         : "; the project's OpenCode server is not running";
     }
     const next = markedInactive(

@@ -16,8 +16,22 @@ function assertMemberId(team: TeamConfig, agentId: string): void {
 }
 
 /** `task-<n>` on a team's first board; `task-<series>-<n>` on a board begun after one was lost. */
-function nextTaskId(board: TaskBoard): string {
-  return board.series ? `task-${board.series}-${board.nextId}` : `task-${board.nextId}`;
+function taskIdPrefix(board: TaskBoard): string {
+  return board.series ? `task-${board.series}-` : "task-";
+}
+
+/**
+ * The number of the board's next task: its counter, moved past every id of its series already on the board, since a
+ * hand edit or an older copy put back can leave the counter behind its tasks (specs/storage.md, "Task ids").
+ */
+function nextTaskNumber(board: TaskBoard): number {
+  const prefix = taskIdPrefix(board);
+  let next = board.nextId;
+  for (const { id } of board.tasks) {
+    const rest = id.startsWith(prefix) ? id.slice(prefix.length) : "";
+    if (/^\d+$/.test(rest)) next = Math.max(next, Number(rest) + 1);
+  }
+  return next;
 }
 
 async function agentState(
@@ -101,8 +115,9 @@ export async function createTask(
       (await callerRefusal(ctx, team, caller, false)) ??
       (input.assignee === undefined ? undefined : await ownerRefusal(ctx, team, input.assignee));
     if (refusal) return undefined;
+    const number = nextTaskNumber(board);
     created = {
-      id: nextTaskId(board),
+      id: `${taskIdPrefix(board)}${number}`,
       title: input.title,
       description: input.description,
       status: "pending",
@@ -111,7 +126,7 @@ export async function createTask(
       createdAt: now,
       updatedAt: now,
     };
-    return { ...board, nextId: board.nextId + 1, tasks: [...board.tasks, created] };
+    return { ...board, nextId: number + 1, tasks: [...board.tasks, created] };
   });
   if (refusal) return { success: false, error: refusal };
   if (!created) throw new Error("task board update did not run");
@@ -148,9 +163,14 @@ export async function updateTask(
   const { warnings } = await ctx.store.updateTasks(team.name, async (board) => {
     refusal = await callerRefusal(ctx, team, caller, input.status === "in_progress");
     if (refusal) return undefined;
-    const task = board.tasks.find((candidate) => candidate.id === input.taskId);
+    const matches = board.tasks.filter((candidate) => candidate.id === input.taskId);
+    const task = matches[0];
     if (!task) {
       refusal = `Task '${input.taskId}' not found in team '${team.name}'`;
+      return undefined;
+    }
+    if (matches.length > 1) {
+      refusal = `Task id '${task.id}' is on the board of team '${team.name}' ${matches.length} times (the board was edited by hand or an older copy was put back), so which task you mean is unclear. Nothing was changed: ask the user to give each of them its own id in ${ctx.store.paths.tasks(team.name)}, then retry.`;
       return undefined;
     }
     if (ORDER[input.status] < ORDER[task.status]) {

@@ -6,9 +6,9 @@ import type { UnreadableAgent } from "../state/team-store.ts";
 import { closeAgentPane, teamSessionName, teamWindowName } from "./agent-pane.ts";
 import { releaseColor } from "./color-pool.ts";
 import type { TeamsContext } from "./context.ts";
-import { findTeamAgentBySession } from "./identity.ts";
 import { agentEnded } from "./run-history.ts";
 import { recountActiveSessions } from "./server-sessions.ts";
+import { abortEndedSession } from "./session-abort.ts";
 import { reassignTasksOf } from "./task.ts";
 
 /**
@@ -157,35 +157,6 @@ function terminatedRecord(
   };
 }
 
-/** Abort the session unless it is not this agent's alone: the leader's, or a readable live agent's (a resumed successor). */
-async function abortIfOwned(
-  ctx: TeamsContext,
-  team: TeamConfig,
-  sessionId: string,
-  warnings: string[],
-): Promise<void> {
-  const holder =
-    sessionId === team.leaderSessionId
-      ? "the team leader"
-      : await findTeamAgentBySession(ctx, team.name, sessionId).then((agent) =>
-          agent && agent.status !== "terminated" ? `agent '${agent.name}' (${agent.agentId})` : undefined,
-        );
-  if (holder) {
-    warnings.push(`Session ${sessionId} now belongs to ${holder}; it was not aborted`);
-    return;
-  }
-  const server = await ctx.edges.projectServer();
-  if (!server) {
-    warnings.push("The project's OpenCode server is not running; there was no session to abort");
-    return;
-  }
-  await server.abortSession(sessionId).catch((error: unknown) => {
-    warnings.push(
-      `Could not abort session ${sessionId}: ${error instanceof Error ? error.message : String(error)}`,
-    );
-  });
-}
-
 export type UnknownEnd =
   | { ended: true; reassignedTasks: string[]; warnings: string[] }
   | { ended: false; error: string };
@@ -218,7 +189,14 @@ export async function endUnknownAgent(
       error: `Agent '${agent.agentId}' got a readable state file meanwhile; call kill-agent again to act on it`,
     };
   }
-  if (sessionId) await abortIfOwned(ctx, team, sessionId, warnings);
+  if (sessionId)
+    warnings.push(
+      ...(await abortEndedSession(
+        ctx,
+        { teamName: team.name, agentId: agent.agentId, sessionId },
+        { wasRunning: true },
+      )),
+    );
   else
     warnings.push(
       "Its OpenCode session is not known (no pane carries its mark, the damaged file does not name it)",

@@ -150,6 +150,26 @@ export async function placeAgent(
 }
 
 /**
+ * A resumed agent's cwd: inside its worktree, and the worktree where spawn-agent puts them. A record edited by hand
+ * could name any directory, which resume would then create a worktree in.
+ */
+export function worktreeCwd(ctx: TeamsContext, worktree: AgentWorktree, cwd: string): string {
+  const root = ctx.options.worktreeRoot
+    ? path.resolve(ctx.projectRoot, ctx.options.worktreeRoot)
+    : ctx.store.paths.worktreesDir;
+  const inside = (child: string, parent: string) => {
+    const relative = path.relative(parent, child);
+    return !relative.startsWith("..") && !path.isAbsolute(relative);
+  };
+  if (!inside(worktree.path, root) || worktree.path === root || !inside(cwd, worktree.path)) {
+    throw new CallerError(
+      `Working directory '${cwd}' is not inside the agent's worktree '${worktree.path}' under '${root}'.`,
+    );
+  }
+  return cwd;
+}
+
+/**
  * A resumed agent goes back into its worktree: as it is, or recreated from its branch when the directory was removed
  * (from the base when the branch went too, as an unchanged branch is deleted with its worktree).
  */

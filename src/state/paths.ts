@@ -22,6 +22,9 @@ export function assertTeamName(teamName: string): void {
   }
 }
 
+/** Sender of messages a human sends from the CLI. */
+export const HUMAN_SENDER = "human";
+
 export function isAgentId(value: string): boolean {
   return isUuid(value) && uuidVersion(value) === 4;
 }
@@ -97,6 +100,15 @@ export class StoragePaths {
   inboxDir(teamName: string, agentId: string): string {
     assertAgentId(agentId);
     return path.join(this.teamDir(teamName), "inbox", agentId);
+  }
+  /** When the leader's last notice digest went out (see notice-digest). */
+  noticeDigest(teamName: string): string {
+    return path.join(this.teamDir(teamName), "notice-digest.json");
+  }
+  /** When a sender's recent messages went out (send-message's rate limit); `human` is the CLI's sender. */
+  sendLog(teamName: string, sender: string): string {
+    if (sender !== HUMAN_SENDER) assertAgentId(sender);
+    return path.join(this.teamDir(teamName), "sent", `${sender}.json`);
   }
   history(teamName: string): string {
     return path.join(this.teamDir(teamName), "agent-history.json");

@@ -133,6 +133,9 @@ export const AgentStateSchema = z.object({
   resumedBy: z.string().optional(),
   /** When resumedBy was set: a claim whose successor never got a record expires (a resume that crashed). */
   resumeClaimedAt: isoDate.optional(),
+  /** The process that set resumedBy, and its host: a claim of this host holds exactly while that process runs. */
+  resumeClaimPid: z.number().int().positive().optional(),
+  resumeClaimHost: z.string().optional(),
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
   outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),
   shutdownRequestedAt: isoDate.optional(),
@@ -201,7 +204,10 @@ export const InboxMessageTypeSchema = z.enum([
   "agent_timeout",
   "shutdown_request",
   "notice",
+  /** Sent by a member (or a human) with send-message; every other type is a notice from the plugin. */
+  "message",
 ]);
+export type InboxMessageType = z.infer<typeof InboxMessageTypeSchema>;
 
 export const InboxMessageSchema = z.object({
   version,
@@ -213,10 +219,40 @@ export const InboxMessageSchema = z.object({
   text: z.string(),
   createdAt: isoDate,
   data: z.record(z.string(), z.unknown()).optional(),
-  /** Set once the text was put into the recipient's OpenCode session. */
+  /** The sender's name and role at sending time (messages only), for the header the recipient's model reads. */
+  fromName: z.string().optional(),
+  fromRole: z.string().optional(),
+  /** false: put into the recipient's session without starting a turn (send-message `wake: false`). */
+  wake: z.boolean().optional(),
+  /**
+   * Set (without fsync) just before a message is sent to its recipient's session: a later attempt that finds it, and
+   * no deliveredAt, looks for the message in the session before sending it again.
+   */
+  attemptedAt: isoDate.optional(),
+  /**
+   * Notices only: the digest that took it, set before the digest is sent, so a retry that finds this id in the
+   * leader's session marks the notice delivered instead of sending it again.
+   */
+  digestId: z.string().optional(),
+  /** Set once the text was put into the recipient's OpenCode session (or handed over in a resume prompt). */
   deliveredAt: isoDate.optional(),
+  /** Set when read-messages returned it to its recipient. */
+  readAt: isoDate.optional(),
 });
 export type InboxMessage = z.infer<typeof InboxMessageSchema>;
+
+/** When the last digest of notices reached the leader's session. */
+export const NoticeDigestSchema = z.object({
+  version,
+  lastSentAt: isoDate,
+});
+
+/** When one sender's messages of the last minute were sent (send-message's rate limit). */
+export const SendLogSchema = z.object({
+  version,
+  sentAt: z.array(isoDate),
+});
+export type SendLog = z.infer<typeof SendLogSchema>;
 
 export const HistoryStatusSchema = z.enum([
   "spawned",
@@ -240,13 +276,6 @@ export const HistoryEntrySchema = z.object({
   status: HistoryStatusSchema,
   completion_timestamp: isoDate.nullable(),
   resumes: z.string().optional(),
-  /**
-   * Set on an ended agent, under its lock, by the resume-agent call that continues it, before that call launches the
-   * successor with this id: a concurrent resume sees it and is refused (see specs/resume-agent.md).
-   */
-  resumedBy: z.string().optional(),
-  /** When resumedBy was set: a claim whose successor never got a record expires (a resume that crashed). */
-  resumeClaimedAt: isoDate.optional(),
   resumed_by: z.string().optional(),
   summary: z.string().optional(),
   reason: z.string().optional(),

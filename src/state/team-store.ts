@@ -414,6 +414,13 @@ export class TeamStore {
     return path.join(this.paths.inboxDir(message.teamName, message.to), `${stamp}-${message.id}.json`);
   }
 
+  /** Not flushed: after a power cut that lost it the session is not checked, but the server lost its recent state too. */
+  async markInboxAttempted(message: InboxMessage, attemptedAt: string): Promise<InboxMessage> {
+    const attempted = { ...message, attemptedAt };
+    await writeJson(this.inboxMessageFile(message), InboxMessageSchema, attempted, { durable: false });
+    return attempted;
+  }
+
   async markInboxDelivered(message: InboxMessage, deliveredAt: string): Promise<void> {
     await writeJson(this.inboxMessageFile(message), InboxMessageSchema, { ...message, deliveredAt });
   }

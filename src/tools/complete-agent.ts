@@ -1,5 +1,5 @@
 import { tool } from "@opencode-ai/plugin";
-import { completeAgent, SUMMARY_MAX } from "../operations/complete.ts";
+import { completeAgent, REPORT_MAX_BYTES, SUMMARY_MAX } from "../operations/complete.ts";
 import type { TeamsContext } from "../operations/context.ts";
 import completeAgentDescription from "./complete-agent.txt";
 import { toolDescription } from "./description.ts";
@@ -9,7 +9,10 @@ const z = tool.schema;
 
 export function completeAgentTool(ctx: TeamsContext) {
   return tool({
-    description: toolDescription(completeAgentDescription, ctx.options, { summaryMax: SUMMARY_MAX }),
+    description: toolDescription(completeAgentDescription, ctx.options, {
+      summaryMax: SUMMARY_MAX,
+      reportMaxKb: REPORT_MAX_BYTES / 1024,
+    }),
     args: {
       teamName: z.string().min(1).describe("Your team"),
       agentId: z.string().min(1).describe("Your own agent id (or, for the leader, the agent's id)"),
@@ -21,6 +24,12 @@ export function completeAgentTool(ctx: TeamsContext) {
         .max(SUMMARY_MAX)
         .optional()
         .describe("What you did, or why it failed; the leader reads it"),
+      report: z
+        .string()
+        .optional()
+        .describe(
+          "Your findings in full (at most 16 kB); they reach the leader's session with the completion notice",
+        ),
     },
     execute: (args, context) =>
       runTool(

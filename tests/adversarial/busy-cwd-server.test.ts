@@ -94,7 +94,7 @@ test("real server: a busy worker in a sub-directory is kept alive by the sweep a
     await Bun.sleep(TIMING.staleThresholdMs + 100);
     reports.push(await sweeper.sweep());
   }
-  expect(reports.map((r) => r.inactive.length)).toEqual([0, 0, 0, 0]);
+  expect(reports.map((r) => r.inactive.map((d) => d.reason))).toEqual([[], [], [], []]);
   expect(reports.map((r) => r.misses)).toEqual([0, 0, 0, 0]);
   expect(reports.every((r) => r.refreshed === 1 && r.serverReachable === true)).toBe(true);
   // Idle or active as the stream last said (the resync found it idle before the prompt), never inactive.

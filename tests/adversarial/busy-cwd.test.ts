@@ -98,15 +98,15 @@ test("the client asks each directory for its statuses and merges the answers", a
   try {
     const api = new SdkOpencodeApi(url, { directory: "/p" });
     expect(await api.sessionStatuses(["/p", "/p/sub", "/p/sub"])).toEqual({
-      ses_root: "busy",
-      ses_sub: "retry",
+      statuses: { ses_root: "busy", ses_sub: "retry" },
+      failed: {},
     });
     expect(urls.map((u) => `${u.pathname}?${u.searchParams.get("directory")}`).sort()).toEqual([
       "/session/status?/p",
       "/session/status?/p/sub",
     ]);
     // Without directories: the one the client names.
-    expect(await api.sessionStatuses()).toEqual({ ses_root: "busy" });
+    expect(await api.sessionStatuses()).toEqual({ statuses: { ses_root: "busy" }, failed: {} });
   } finally {
     server.stop(true);
   }

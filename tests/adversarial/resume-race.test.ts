@@ -1,7 +1,7 @@
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
-import { RESUME_CLAIM_TTL_MS } from "../../src/operations/resume.ts";
+import { RESUME_CLAIM_TTL_MS } from "../../src/operations/resume-claim.ts";
 import { createTeam } from "../../src/operations/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";

@@ -105,7 +105,7 @@ describe("real server", () => {
 
     const ctx = buildContext({
       projectRoot: main.projectDir,
-      options: parseOptions({ background: false, opencodeBin: OPENCODE_BIN }),
+      options: parseOptions({ background: false, opencodeBin: OPENCODE_BIN, allowCwdOutsideProject: true }),
       log: () => {},
       localServer: new UnavailableOpencodeApi("not used"),
     });

@@ -73,3 +73,57 @@ describe("task ids after the board was lost", () => {
     expect(made.warnings?.join(" ")).toContain("ids of the lost board are never reused");
   });
 });
+
+describe("a valid board whose counter is behind its tasks (a hand edit, an older copy put back)", () => {
+  async function rewind(nextId: number): Promise<void> {
+    const read = await ctx.store.readTasks("alpha");
+    if (read.kind !== "ok") throw new Error(`board unreadable: ${read.kind}`);
+    await writeFile(ctx.store.paths.tasks("alpha"), JSON.stringify({ ...read.value, nextId }));
+  }
+
+  test("the next id moves past every id of the board", async () => {
+    for (const title of ["a", "b", "c"]) await create(title);
+    await rewind(1);
+    const made = await create("x");
+    expect(made.task?.id).toBe("task-4");
+    const board = await ctx.store.readTasks("alpha");
+    expect(board.kind === "ok" && board.value.tasks.map((t) => t.id)).toEqual([
+      "task-1",
+      "task-2",
+      "task-3",
+      "task-4",
+    ]);
+    expect(board.kind === "ok" && board.value.nextId).toBe(5);
+  });
+
+  test("a board of a later series moves past that series' ids only", async () => {
+    await rm(ctx.store.paths.tasks("alpha"));
+    const first = (await create("a")).task?.id ?? "";
+    await create("b");
+    const series = first.split("-")[1];
+    await rewind(1);
+    expect((await create("c")).task?.id).toBe(`task-${series}-3`);
+  });
+
+  test("an id that is on the board twice is refused, not updated at random", async () => {
+    await create("a");
+    await create("b");
+    const read = await ctx.store.readTasks("alpha");
+    if (read.kind !== "ok") throw new Error("board unreadable");
+    const [a, b] = read.value.tasks;
+    if (!a || !b) throw new Error("tasks missing");
+    await writeFile(
+      ctx.store.paths.tasks("alpha"),
+      JSON.stringify({ ...read.value, tasks: [a, { ...b, id: a.id }] }),
+    );
+    const before = await Bun.file(ctx.store.paths.tasks("alpha")).text();
+    const update = await call<Res>(
+      "update-task",
+      { teamName: "alpha", taskId: "task-1", status: "completed" },
+      LEADER,
+    );
+    expect(update.success).toBe(false);
+    expect(update.error).toContain("Task id 'task-1' is on the board of team 'alpha' 2 times");
+    expect(await Bun.file(ctx.store.paths.tasks("alpha")).text()).toBe(before);
+  });
+});

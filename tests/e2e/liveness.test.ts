@@ -233,7 +233,8 @@ test("real server: events keep an agent healthy, a SIGKILLed server makes it ina
   const leaderTexts = (await server.messages(leaderSession)).flatMap((m) =>
     m.info.role === "user" ? m.parts.flatMap((p) => (p.type === "text" ? [p.text] : [])) : [],
   );
-  expect(leaderTexts.filter((text) => text === expectedText)).toHaveLength(1);
+  // Under the notice header (`[notice from opencode-teams via team live, id …]`, see specs/heartbeat.md).
+  expect(leaderTexts.filter((text) => text.endsWith(`\n${expectedText}`))).toHaveLength(1);
   // noReply: the notice started no turn in the leader's session.
   expect((await server.messages(leaderSession)).filter((m) => m.info.role === "assistant")).toHaveLength(0);
   // The dead agent stays dead.

@@ -79,6 +79,15 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
     });
   }
 
+  // The leader steered the busy worker-2: queued, read on its next step, and followed (its report says so).
+  expect(r.steered.result).toMatchObject({
+    success: true,
+    deliveries: [{ name: "worker-2", delivery: "queued" }],
+  });
+  expect(r.steered.completionNotice?.text).toContain(
+    "Report from worker-2:\nSteered by the leader: ran the tests",
+  );
+
   // worker-1's pane and process die; within the window it is inactive, its task pending and unowned.
   expect(r.killed.attachRunningAfterKill).toBe(false);
   expect(r.killed.paneListedAfterKill).toBe(false);
@@ -104,7 +113,8 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
     data: { agents: [{ cause: "pane_gone", tasks: [task1] }] },
   });
   expect(inboxNotice?.deliveredAt).toBeString();
-  expect(r.killed.leaderSessionTexts.filter((text) => text === notice)).toHaveLength(1);
+  // Under the notice header (`[notice from opencode-teams via team …, id …]`, see specs/heartbeat.md).
+  expect(r.killed.leaderSessionTexts.filter((text) => text.endsWith(`\n${notice}`))).toHaveLength(1);
   expect(r.killed.history.entries.find((e) => e.agent_id === w1.agentId)).toMatchObject({
     status: "interrupted",
   });

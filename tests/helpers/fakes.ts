@@ -1,5 +1,11 @@
 import type { Event } from "@opencode-ai/sdk";
-import type { ModelRef, OpencodeApi, SessionActivity, SessionUsage } from "../../src/edges/opencode-api.ts";
+import type {
+  ModelRef,
+  OpencodeApi,
+  SessionActivity,
+  SessionStatuses,
+  SessionUsage,
+} from "../../src/edges/opencode-api.ts";
 import {
   type LivePanes,
   type MarkedPane,
@@ -34,6 +40,8 @@ export class FakeOpencode implements OpencodeApi {
    * session only under the directory it was created in.
    */
   directory = "/";
+  /** Directories whose status request fails, and how (a deleted `cwd`, a request that timed out). */
+  failingDirectories = new Map<string, string>();
   private nextId = 1;
   private listeners = new Set<(event: Event | null) => void>();
 
@@ -70,14 +78,21 @@ export class FakeOpencode implements OpencodeApi {
     return !this.down;
   }
 
-  async sessionStatuses(
-    directories: readonly string[] = [this.directory],
-  ): Promise<Record<string, SessionActivity>> {
-    this.check("sessionStatuses");
-    const asked = new Set(directories);
-    const out: Record<string, SessionActivity> = {};
+  async sessionStatuses(directories: readonly string[] = [this.directory]): Promise<SessionStatuses> {
+    // Like the real client, each directory is asked on its own: a failure is reported for it, not thrown.
+    this.calls.push("sessionStatuses");
+    const out: SessionStatuses = { statuses: {}, failed: {} };
+    const answered = new Set<string>();
+    for (const directory of directories) {
+      const why = this.down
+        ? `GET /session/status?directory=${directory} failed: connect ECONNREFUSED ${this.baseUrl}`
+        : this.failingDirectories.get(directory);
+      if (why === undefined) answered.add(directory);
+      else out.failed[directory] = why;
+    }
     for (const session of this.sessions.values())
-      if (session.activity !== "idle" && asked.has(session.directory)) out[session.id] = session.activity;
+      if (session.activity !== "idle" && answered.has(session.directory))
+        out.statuses[session.id] = session.activity;
     return out;
   }
 
@@ -116,6 +131,11 @@ export class FakeOpencode implements OpencodeApi {
   async messageCount(sessionId: string): Promise<number> {
     this.check(`messageCount ${sessionId}`);
     return this.session(sessionId).messages;
+  }
+
+  async userMessageTexts(sessionId: string): Promise<string[]> {
+    this.check(`userMessageTexts ${sessionId}`);
+    return this.dropPrompts ? [] : this.session(sessionId).prompts.map((prompt) => prompt.text);
   }
 
   async usage(sessionId: string): Promise<SessionUsage> {

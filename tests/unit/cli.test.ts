@@ -45,7 +45,9 @@ describe("opencode-teams CLI", () => {
     const { stdout, code } = await cli(["status"]);
     expect(code).toBe(0);
     const lines = stdout.trim().split("\n");
-    expect(lines[0]).toMatch(/^TEAM\s+NAME\s+ROLE\s+STATUS\s+HEALTH\s+HEARTBEAT\s+MODEL\s+PANE\s+TASK$/);
+    expect(lines[0]).toMatch(
+      /^TEAM\s+NAME\s+ROLE\s+STATUS\s+HEALTH\s+HEARTBEAT\s+MODEL\s+PANE\s+TASK\s+UNREAD$/,
+    );
     expect(stdout).toMatch(
       /alpha\s+builder\s+worker\s+active\s+healthy\s+\d+s\s+mock\/mock-model\s+%7\s+task-1/,
     );
@@ -59,6 +61,23 @@ describe("opencode-teams CLI", () => {
     const report = JSON.parse(stdout) as { agents: { name: string; status: string; tasks: string[] }[] };
     expect(report.agents.map((a) => a.name).sort()).toEqual(["builder", "gone", "leader", "old"]);
     expect(report.agents.find((a) => a.name === "builder")?.tasks).toEqual(["task-1"]);
+  });
+
+  test("send (as human) and inbox; status shows the unread count", async () => {
+    // No project server is running: the message is kept in the inbox.
+    const sent = await cli(["send", "alpha", "builder", "also", "check", "the", "tests"]);
+    expect(sent.code).toBe(0);
+    expect(JSON.parse(sent.stdout)).toMatchObject({
+      success: true,
+      deliveries: [{ name: "builder", delivery: "stored" }],
+    });
+    const inbox = await cli(["inbox", "alpha", "builder"]);
+    expect(inbox.stdout).toMatch(/human\s+message\s+no\s+no\s+also check the tests/);
+    expect((await cli(["status"])).stdout).toMatch(/builder\s+worker\s+active.*task-1\s+1\n/);
+    const refused = await cli(["send", "alpha", "gone", "hello"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("resume it first");
+    expect((await cli(["send", "alpha"])).code).toBe(2);
   });
 
   test("history lists runs newest first", async () => {

@@ -377,3 +377,55 @@ describe("timeoutMinutes", () => {
     expect(resumed.success).toBe(true);
   });
 });
+
+describe("messages across a run's end", () => {
+  test("complete-agent's report reaches the leader's session in the completion notice", async () => {
+    const a = await spawnOne();
+    const leader = ctx.local.addSession({ id: LEADER });
+    const report = `Found 2 bugs:\n- a\n- b\n${"detail ".repeat(100)}`;
+    expect((await complete({ agentId: a.agentId, summary: "2 bugs", report }, a.sessionId)).success).toBe(
+      true,
+    );
+    expect(leader.prompts).toHaveLength(1);
+    expect(leader.prompts[0]?.text).toContain(`completed: 2 bugs\nReport from ${a.name}:\n${report.trim()}`);
+    const tooLong = await spawnOne({ name: "verbose" });
+    const refused = await complete(
+      { agentId: tooLong.agentId, report: "x".repeat(16 * 1024 + 1) },
+      tooLong.sessionId,
+    );
+    expect(refused).toMatchObject({ success: false, error: expect.stringContaining("keep it under 16384") });
+    expect((await agent(tooLong.agentId)).status).toBe("active");
+  });
+
+  test("messages stored while an agent was stopped are handed over by resume-agent, once", async () => {
+    const a = await spawnOne();
+    await loseAgent(a);
+    const sent = await call<{ success: boolean; deliveries: { delivery: string }[] }>(
+      "send-message",
+      { teamName: "alpha", to: a.name, message: "the API changed: use v2" },
+      LEADER,
+    );
+    expect(sent.deliveries).toEqual([expect.objectContaining({ delivery: "stored" })]);
+    const result = await resume({ agentId: a.agentId });
+    expect(result.success).toBe(true);
+    const prompts = ctx.server.sessions.get(a.sessionId)?.prompts.map((p) => p.text) ?? [];
+    const continuation = prompts[prompts.length - 1] ?? "";
+    expect(continuation).toContain(
+      "Messages that reached your inbox while you were stopped (1, oldest first):",
+    );
+    expect(continuation).toContain("[message from leader (leader) via team alpha, id ");
+    expect(continuation).toContain("the API changed: use v2");
+    const [stored] = (await ctx.store.readInbox("alpha", a.agentId)).items;
+    expect(stored?.deliveredAt).toBeDefined();
+    // The resumed run reads it in its own inbox (its earlier run's), and no sweep sends it again.
+    await new StaleSweeper(ctx).sweep();
+    const after = ctx.server.sessions.get(a.sessionId)?.prompts ?? [];
+    expect(after.filter((p) => p.text.includes("use v2"))).toHaveLength(1);
+    const read = await call<{ messages: { text: string }[] }>(
+      "read-messages",
+      { teamName: "alpha" },
+      a.sessionId,
+    );
+    expect(read.messages.map((m) => m.text)).toEqual(["the API changed: use v2"]);
+  });
+});

@@ -342,7 +342,13 @@ describe("monitor: deleted sessions", () => {
     expect(tasks.kind === "ok" && tasks.value.tasks[0]).toMatchObject({ status: "pending", assignee: null });
     const text = `Agent doomed (${agent.agentId}) became inactive: its OpenCode session ${agent.sessionId} was deleted. Tasks returned to pending: ${created.task.id}.`;
     expect((await leaderInbox()).map((m) => m.text)).toEqual([text]);
-    expect(leaderSession.prompts).toEqual([{ text, noReply: true }]);
+    expect(leaderSession.prompts).toEqual([
+      {
+        text: expect.stringMatching(/^\[notice from opencode-teams via team alpha, id [0-9a-f-]+\]\n/),
+        noReply: true,
+      },
+    ]);
+    expect(leaderSession.prompts[0]?.text.endsWith(`\n${text}`)).toBe(true);
     // Delivered twice (hook and stream, or the plugin loaded twice): still one notice.
     await feed(ev.deleted(agent.sessionId));
     expect(await leaderInbox()).toHaveLength(1);

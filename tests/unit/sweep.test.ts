@@ -114,7 +114,13 @@ describe("stale sweep: misses and the grace period", () => {
     expect(inbox).toHaveLength(1);
     expect(inbox[0]).toMatchObject({ type: "agent_inactive", to: leaderId, text: expected });
     expect(inbox[0]?.deliveredAt).toBe("2026-01-01T00:01:16.000Z");
-    expect(leaderSession.prompts).toEqual([{ text: expected, noReply: true }]);
+    expect(leaderSession.prompts).toEqual([
+      {
+        text: expect.stringMatching(/^\[notice from opencode-teams via team alpha, id [0-9a-f-]+\]\n/),
+        noReply: true,
+      },
+    ]);
+    expect(leaderSession.prompts[0]?.text.endsWith(`\n${expected}`)).toBe(true);
   });
 
   test("graceMisses is configurable", async () => {
@@ -386,7 +392,7 @@ describe("stale sweep: facts before verdicts", () => {
     await sweeper.sweep();
     expect(await state(agent)).toMatchObject({
       status: "inactive",
-      statusReason: "no heartbeat for 76 s (2 missed sweeps); the project's OpenCode server did not answer",
+      statusReason: `no heartbeat for 76 s (2 missed sweeps); the project's OpenCode server did not answer for its directory ${agent.cwd}`,
     });
   });
 

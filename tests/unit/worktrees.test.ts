@@ -262,6 +262,20 @@ describe("never lose work", () => {
     expect(await app(committed.worktree.path)).toBe("done\n");
   });
 
+  test("resume refuses a worktree record edited to point elsewhere", async () => {
+    await setUp();
+    const a = await spawnOk();
+    await writeFile(path.join(a.worktree.path, "app.txt"), "dirty\n");
+    await kill(a.agentId);
+    await ctx.store.updateAgent("alpha", a.agentId, (state) =>
+      state
+        ? { ...state, worktree: { ...a.worktree, path: ctx.projectRoot }, cwd: ctx.projectRoot }
+        : undefined,
+    );
+    const refused = await call<Result>("resume-agent", { teamName: "alpha", agentId: a.agentId }, LEADER);
+    expect(refused.error).toContain("is not inside the agent's worktree");
+  });
+
   test("a worktree directory or branch deleted under a live agent shows as a warning in its status", async () => {
     await setUp();
     const a = await spawnOk();

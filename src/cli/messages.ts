@@ -1,0 +1,47 @@
+import type { TeamsContext } from "../operations/context.ts";
+import { loadTeam } from "../operations/identity.ts";
+import { listInbox, viewOf } from "../operations/inbox.ts";
+import { HUMAN, sendAs } from "../operations/messages.ts";
+import { isAgentId } from "../state/paths.ts";
+import { type Cell, type Painter, renderTable } from "./format.ts";
+
+/** `opencode-teams send <team> <to> <message...>`: a message from `human`, delivered like send-message's. */
+export async function cliSend(ctx: TeamsContext, teamName: string, to: string, words: string[]) {
+  const team = await loadTeam(ctx, teamName);
+  return sendAs(ctx, team, HUMAN, { to, message: words.join(" ") });
+}
+
+/** `opencode-teams inbox <team> [agent]`: an inbox (the leader's by default), newest first; nothing is marked read. */
+export async function collectInbox(ctx: TeamsContext, teamName: string, who = "leader") {
+  const team = await loadTeam(ctx, teamName);
+  let agentId = team.leader;
+  if (who !== "leader" && who !== team.leader) {
+    const { items } = await ctx.store.listAgentViews(team.name);
+    const matches = items
+      .map((view) => view.state)
+      .filter((state) => (isAgentId(who) ? state.agentId === who : state.name === who))
+      .sort((a, b) => (a.createdAt < b.createdAt ? 1 : -1));
+    const agent = matches[0];
+    if (!agent) throw new Error(`No agent '${who}' in team '${team.name}'`);
+    agentId = agent.agentId;
+  }
+  const { items, warnings } = await listInbox(ctx, team, agentId);
+  return { team: team.name, agentId, messages: items.map(viewOf), warnings };
+}
+
+export function renderInbox(view: Awaited<ReturnType<typeof collectInbox>>, paint: Painter): string {
+  if (view.messages.length === 0) return `The inbox of ${view.agentId} in team '${view.team}' is empty.`;
+  const rows: Cell[][] = view.messages.map((m) => {
+    const text = m.text.replace(/\s+/g, " ");
+    return [
+      { text: m.time.replace("T", " ").slice(0, 19) },
+      { text: m.fromName ?? m.from },
+      { text: m.type },
+      { text: m.delivered ? "yes" : "no", style: m.delivered ? undefined : "yellow" },
+      { text: m.read ? "yes" : "no" },
+      { text: text.length > 70 ? `${text.slice(0, 69)}…` : text },
+    ];
+  });
+  const table = renderTable(["TIME", "FROM", "TYPE", "DELIVERED", "READ", "TEXT"], rows, paint);
+  return [table, ...view.warnings.map((w) => paint(`warning: ${w}`, "yellow"))].join("\n");
+}

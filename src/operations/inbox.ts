@@ -1,0 +1,168 @@
+import { isoNow } from "../clock.ts";
+import { mapLimit } from "../map-limit.ts";
+import { withFileLock } from "../state/lock.ts";
+import { assertTeamName } from "../state/paths.ts";
+import { type InboxMessage, InboxMessageSchema, type TeamConfig } from "../state/schemas.ts";
+import { readJson, writeJson } from "../state/store.ts";
+import type { TeamsContext } from "./context.ts";
+import { renderMessage } from "./delivery.ts";
+import { loadTeam, requireMember } from "./identity.ts";
+import { CallerError, type OpResult } from "./result.ts";
+
+export const READ_LIMIT_DEFAULT = 20;
+export const READ_LIMIT_MAX = 100;
+
+export interface ReadMessagesInput {
+  teamName: string;
+  unreadOnly?: boolean;
+  from?: string;
+  limit?: number;
+}
+
+export interface MessageView {
+  id: string;
+  from: string;
+  fromName?: string;
+  type: string;
+  time: string;
+  text: string;
+  delivered: boolean;
+  /** Whether it had been read before this call. */
+  read: boolean;
+}
+
+export interface ReadMessagesOutput {
+  messages: MessageView[];
+  /** Unread messages left after this call (beyond `limit`). */
+  unread: number;
+  warnings?: string[];
+}
+
+/** The inbox ids of `agentId` and of the runs it resumes (messages stored for an earlier run stay in its inbox). */
+async function inboxChain(ctx: TeamsContext, team: TeamConfig, agentId: string): Promise<string[]> {
+  const chain = [agentId];
+  let current = agentId;
+  while (chain.length < 20) {
+    const read = await ctx.store.readAgent(team.name, current);
+    const previous = read.kind === "ok" ? read.value.resumes : undefined;
+    if (!previous || chain.includes(previous)) break;
+    chain.push(previous);
+    current = previous;
+  }
+  return chain;
+}
+
+/** The inbox of `agentId` (and its earlier runs), newest first, filtered. Nothing is marked. */
+export async function listInbox(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+  filter: { unreadOnly?: boolean; from?: string } = {},
+): Promise<{ items: InboxMessage[]; warnings: string[] }> {
+  const items: InboxMessage[] = [];
+  const warnings: string[] = [];
+  for (const id of await inboxChain(ctx, team, agentId)) {
+    const listed = await ctx.store.readInbox(team.name, id);
+    items.push(...listed.items);
+    warnings.push(...listed.warnings);
+  }
+  const from = filter.from === "leader" ? team.leader : filter.from;
+  const kept = items.filter(
+    (message) =>
+      (!filter.unreadOnly || !message.readAt) &&
+      (!from || message.from === from || message.fromName === from),
+  );
+  kept.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+  return { items: kept, warnings };
+}
+
+/**
+ * Set `field` on messages that do not have it yet, each under its file's lock and re-read first, so two markings of
+ * one message at the same time (a delivery and a read) never undo each other.
+ */
+async function markMessages(
+  ctx: TeamsContext,
+  messages: readonly InboxMessage[],
+  field: "readAt" | "deliveredAt",
+): Promise<void> {
+  const at = isoNow(ctx.clock);
+  await mapLimit(messages, 8, (message) => {
+    const file = ctx.store.inboxMessageFile(message);
+    return withFileLock(
+      file,
+      async () => {
+        const current = await readJson(file, InboxMessageSchema);
+        if (current.kind !== "ok" || current.value[field]) return;
+        await writeJson(
+          file,
+          InboxMessageSchema,
+          { ...current.value, [field]: at },
+          { durable: field !== "readAt" },
+        );
+      },
+      ctx.store.lockTiming,
+    );
+  });
+}
+
+/** Messages kept for `agentId` (and the runs it resumes) that never reached its session, oldest first. */
+export async function storedMessages(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+): Promise<InboxMessage[]> {
+  const { items } = await listInbox(ctx, team, agentId);
+  return items.filter((message) => message.type === "message" && !message.deliveredAt).reverse();
+}
+
+/** The part of a resume prompt that hands stored messages over, each with its usual header. */
+export function handOverText(messages: readonly InboxMessage[]): string {
+  if (messages.length === 0) return "";
+  return [
+    `Messages that reached your inbox while you were stopped (${messages.length}, oldest first):`,
+    ...messages.map(renderMessage),
+  ].join("\n\n");
+}
+
+/** Stored messages that went out in a resume prompt count as delivered. */
+export function markHandedOver(ctx: TeamsContext, messages: readonly InboxMessage[]): Promise<void> {
+  return markMessages(ctx, messages, "deliveredAt");
+}
+
+export function viewOf(message: InboxMessage): MessageView {
+  return {
+    id: message.id,
+    from: message.from,
+    ...(message.fromName ? { fromName: message.fromName } : {}),
+    type: message.type,
+    time: message.createdAt,
+    text: message.text,
+    delivered: message.deliveredAt !== undefined,
+    read: message.readAt !== undefined,
+  };
+}
+
+/** read-messages: the caller's own inbox, newest first; what it returns is marked read. */
+export async function readMessages(
+  ctx: TeamsContext,
+  input: ReadMessagesInput,
+  callerSessionId: string,
+): Promise<OpResult<ReadMessagesOutput>> {
+  assertTeamName(input.teamName);
+  const limit = input.limit ?? READ_LIMIT_DEFAULT;
+  if (!Number.isInteger(limit) || limit < 1 || limit > READ_LIMIT_MAX) {
+    throw new CallerError(`limit must be a whole number from 1 to ${READ_LIMIT_MAX}`);
+  }
+  const team = await loadTeam(ctx, input.teamName);
+  const caller = await requireMember(ctx, team, callerSessionId);
+  const { items, warnings } = await listInbox(ctx, team, caller.agentId, input);
+  const returned = items.slice(0, limit);
+  await markMessages(ctx, returned, "readAt");
+  const unread = items.slice(limit).filter((message) => !message.readAt).length;
+  return {
+    success: true,
+    messages: returned.map(viewOf),
+    unread,
+    ...(warnings.length > 0 ? { warnings } : {}),
+  };
+}

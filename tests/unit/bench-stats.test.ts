@@ -1,0 +1,57 @@
+import { describe, expect, test } from "bun:test";
+import { figure, markdownTable, withLoad } from "../../bench/stats.ts";
+
+describe("bench figures against their floors", () => {
+  test("a time is judged by figure / floor, a rate by floor / figure", () => {
+    const time = figure("1", "t", "ms", [3, 4, 5], { floor: { what: "f", samples: [2, 2, 2], maxRatio: 2 } });
+    expect(time.ratio).toBe(2);
+    expect(time.met).toBe(true);
+    const rate = figure("4a", "r", "1/s", [100, 100], {
+      floor: { what: "f", samples: [300, 300], higherIsBetter: true, maxRatio: 2 },
+    });
+    expect(rate.ratio).toBe(3);
+    expect(rate.met).toBe(false);
+  });
+
+  test("a busy machine makes wall-clock figures noisy, not judged; counts are judged anyway", () => {
+    const time = figure("1", "t", "ms", [5], { floor: { what: "f", samples: [1], maxRatio: 2 } });
+    const count = figure("4b", "c", "count", [0], {
+      absolute: { text: "0", ok: (m) => m === 0 },
+      loadFree: true,
+    });
+    const [noisy, judged] = withLoad([time, count], { before: 3.5, after: 1 }, 1, 2);
+    expect(noisy?.noisy).toBe(true);
+    expect(noisy?.met).toBeUndefined();
+    expect(judged?.met).toBe(true);
+    // Five busy processes of its own may take the load after it to five on two cores.
+    const [own] = withLoad([time], { before: 0.5, after: 5.5 }, 5, 2);
+    expect(own?.noisy).toBeUndefined();
+    expect(own?.met).toBe(false);
+  });
+
+  test("the table's columns line up, so the README the bench writes stays formatted", () => {
+    const table = markdownTable(
+      withLoad(
+        [
+          figure("1", "heartbeat", "ms", [0.5], {
+            floor: {
+              what: "locked write",
+              samples: [0.25],
+              maxRatio: 2,
+              also: { what: "bare", samples: [0.1] },
+            },
+          }),
+          figure("4b", "lost updates", "count", [0], { absolute: { text: "0", ok: (m) => m === 0 } }),
+        ],
+        { before: 0.2, after: 0.4 },
+        1,
+        2,
+      ),
+    );
+    const lines = table.split("\n");
+    expect(new Set(lines.map((l) => l.length)).size).toBe(1);
+    expect(lines[2]).toContain("2.00x");
+    expect(lines[2]).toContain("locked write; bare: 0.100");
+    expect(lines[2]).toContain("0.2 -> 0.4");
+  });
+});
