@@ -13,6 +13,7 @@ import { benchMonitor } from "./fig-monitor.ts";
 import { benchReal } from "./fig-real.ts";
 import { benchStatus } from "./fig-status.ts";
 import { benchSweep } from "./fig-sweep.ts";
+import { benchWorktree } from "./fig-worktree.ts";
 import { machineInfo } from "./machine.ts";
 import { type Figure, markdownTable, withLoad } from "./stats.ts";
 
@@ -44,6 +45,7 @@ const GROUPS: { id: string; own: number; run: (quick: boolean) => Promise<Figure
   { id: "6", own: 4, run: benchReal },
   { id: "7", own: 1, run: benchDetectDefault },
   { id: "8", own: 1, run: (quick) => import("./fig-messages.ts").then((m) => m.benchMessages(quick)) },
+  { id: "9", own: 1, run: benchWorktree },
 ];
 
 function parseArgs(argv: readonly string[]): { quick: boolean; only: Set<string> | undefined } {
