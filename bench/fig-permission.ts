@@ -6,7 +6,7 @@ import { leaderSession, note, seedTeam } from "./setup.ts";
 import { type Figure, figure } from "./stats.ts";
 
 /**
- * 9. Permission asked -> leader notice: a `permission.asked` event (as 1.18.33 sends it) handed to the event monitor
+ * 10. Permission asked -> leader notice: a `permission.asked` event (as 1.18.33 sends it) handed to the event monitor
  * the way the plugin's `event` hook does, among 20 agents on real storage, until the notice sits in the leader's
  * session (`noReply` prompt; the fake server answers at once). Each run is a new request of another agent.
  * Floor, by turns in the same run: a plain notice sent to the leader (inbox file, delivery lock, prompt), the part no
@@ -62,7 +62,7 @@ export async function benchPermissionNotice(quick: boolean): Promise<Figure[]> {
   note(`permission notice: ${runs} runs`);
   return [
     figure(
-      "9",
+      "10",
       "permission asked -> leader notice delivered (event hook)",
       "ms",
       samples,

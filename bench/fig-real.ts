@@ -94,46 +94,46 @@ function projectOf(info: ServerInfo, dir: string): Project {
   return { url: `http://127.0.0.1:${info.port}`, dir, headers, info };
 }
 
-/**
- * The floor panes' `opencode attach` needs the server's password, as the plugin's panes get it: in the environment of
- * the floor session (through tmux's stdin, never argv).
- */
-function floorSessionCredentials(socket: string, info: ServerInfo): void {
-  const credentials = recordedCredentials(info);
-  if (!credentials) return;
-  const lines = [
-    ["set-environment", "-t", FLOOR_SESSION, "OPENCODE_SERVER_PASSWORD", credentials.password],
-    ["set-environment", "-t", FLOOR_SESSION, "OPENCODE_SERVER_USERNAME", credentials.username],
-  ].map((command) => command.map(quoteTmuxArg).join(" "));
-  Bun.spawnSync(["tmux", "-L", socket, "source-file", "-"], { stdin: Buffer.from(`${lines.join("\n")}\n`) });
-}
-
 /** Floor panes live in a tmux session of their own on the plugin's tmux server (same server, same environment). */
 const FLOOR_SESSION = "floor";
 
+/** tmux on the private socket, without the $TMUX of a terminal the bench may run in. */
+function tmuxClientEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  delete env.TMUX;
+  delete env.TMUX_PANE;
+  return env;
+}
+
+/** The floor session, made once before any floor is timed: a window that stays, so the session (and its hooks) outlive its other panes. */
+function floorSession(socket: string): void {
+  if (tmux.tmux(socket, ["has-session", "-t", `=${FLOOR_SESSION}`]).code === 0) return;
+  const made = tmux.tmux(socket, [
+    "new-session",
+    "-d",
+    "-s",
+    FLOOR_SESSION,
+    "-x",
+    "200",
+    "-y",
+    "50",
+    "sleep 86400",
+  ]);
+  if (made.code !== 0) throw new Error(`floor session: ${made.stderr}`);
+}
+
+/**
+ * A floor pane in one tmux client, as the plugin opens its panes: `env` (the server's password) goes with `new-window
+ * -e` through `source-file -` on stdin, never argv, and only into this pane.
+ */
 function floorPane(
   socket: string,
   command: string[],
-  info?: ServerInfo,
+  env: Record<string, string> = {},
 ): { paneId: string; panePid: number } {
-  if (tmux.tmux(socket, ["has-session", "-t", `=${FLOOR_SESSION}`]).code !== 0) {
-    // A window that stays, so the session outlives its other panes (its hooks go with it).
-    const made = tmux.tmux(socket, [
-      "new-session",
-      "-d",
-      "-s",
-      FLOOR_SESSION,
-      "-x",
-      "200",
-      "-y",
-      "50",
-      "sleep 86400",
-    ]);
-    if (made.code !== 0) throw new Error(`floor session: ${made.stderr}`);
-  }
-  if (info) floorSessionCredentials(socket, info);
-  const out = tmux.tmux(socket, [
+  const line = [
     "new-window",
+    ...Object.entries(env).flatMap(([key, value]) => ["-e", `${key}=${value}`]),
     "-d",
     "-t",
     `=${FLOOR_SESSION}:`,
@@ -142,10 +142,24 @@ function floorPane(
     "#{pane_id} #{pane_pid}",
     "--",
     ...command,
-  ]);
-  const [paneId = "", pid = "0"] = out.stdout.trim().split(" ");
-  if (out.code !== 0 || !paneId) throw new Error(`floor pane: ${out.stderr}`);
+  ]
+    .map(quoteTmuxArg)
+    .join(" ");
+  const out = Bun.spawnSync(["tmux", "-L", socket, "source-file", "-"], {
+    stdin: Buffer.from(`${line}\n`),
+    env: tmuxClientEnv(),
+  });
+  const [paneId = "", pid = "0"] = out.stdout.toString().trim().split(" ");
+  if (out.exitCode !== 0 || !/^%\d+$/.test(paneId)) throw new Error(`floor pane: ${out.stderr.toString()}`);
   return { paneId, panePid: Number(pid) };
+}
+
+/** The environment the plugin gives an agent's pane: the server's password, when it has one. */
+function paneEnv(info: ServerInfo): Record<string, string> {
+  const credentials = recordedCredentials(info);
+  return credentials
+    ? { OPENCODE_SERVER_PASSWORD: credentials.password, OPENCODE_SERVER_USERNAME: credentials.username }
+    : {};
 }
 
 async function post(url: string, body: unknown, auth: Record<string, string>): Promise<Response> {
@@ -184,7 +198,7 @@ async function handSpawn(
   const pane = floorPane(
     socket,
     [OPENCODE_BIN, "attach", project.url, "--session", id, "--dir", project.dir],
-    project.info,
+    paneEnv(project.info),
   );
   samples.push(performance.now() - started);
   return { agentId: title, sessionId: id, paneId: pane.paneId, status: "active" };
@@ -279,7 +293,6 @@ interface RealSamples {
 async function detectDeleted(
   main: OpencodeServer,
   project: () => Project,
-  info: ServerInfo,
   socket: string,
   agents: readonly Spawned[],
   out: RealSamples,
@@ -299,13 +312,10 @@ async function detectDeleted(
         const agent = agents[n] as Spawned;
         const started = performance.now();
         killPane(socket, agent);
+        const server = project();
         const response = await fetch(
-          `http://127.0.0.1:${info.port}/session/${agent.sessionId}?directory=${encodeURIComponent(main.projectDir)}`,
-          {
-            method: "DELETE",
-            headers: basicAuthHeaders(recordedCredentials(info) ?? {}),
-            signal: AbortSignal.timeout(10_000),
-          },
+          `${server.url}/session/${agent.sessionId}?directory=${encodeURIComponent(server.dir)}`,
+          { method: "DELETE", headers: server.headers, signal: AbortSignal.timeout(10_000) },
         );
         if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
         await waitFor(
@@ -342,6 +352,7 @@ async function warmRuns(
   const info = serverInfo(main.projectDir);
   if (!info) throw new Error("no ServerInfo after a spawn");
   const project = projectOf(info, main.projectDir);
+  floorSession(socket);
   let n = 0;
   // The server as the plugin last recorded it: when it had to start the project's server again, on another port,
   // the hand-made spawns follow it there.
@@ -360,7 +371,7 @@ async function warmRuns(
   );
   note(`spawn: ${runs} warm back to back, and ${runs} by hand`);
   const spawned = [first, ...backToBack.spawned];
-  await detectDeleted(main, current, info, socket, spawned.slice(0, deleteRuns), out);
+  await detectDeleted(main, current, socket, spawned.slice(0, deleteRuns), out);
   note(`session deleted: ${out.deleted.length} runs`);
 
   // Spaced, each after the previous pane has settled, into a second team. The first team's panes go first: an idle

@@ -14,6 +14,7 @@ import { benchPermissionNotice } from "./fig-permission.ts";
 import { benchReal } from "./fig-real.ts";
 import { benchStatus } from "./fig-status.ts";
 import { benchSweep } from "./fig-sweep.ts";
+import { benchWorktree } from "./fig-worktree.ts";
 import { machineInfo } from "./machine.ts";
 import { type Figure, markdownTable, withLoad } from "./stats.ts";
 
@@ -45,7 +46,8 @@ const GROUPS: { id: string; own: number; run: (quick: boolean) => Promise<Figure
   { id: "6", own: 4, run: benchReal },
   { id: "7", own: 1, run: benchDetectDefault },
   { id: "8", own: 1, run: (quick) => import("./fig-messages.ts").then((m) => m.benchMessages(quick)) },
-  { id: "9", own: 1, run: benchPermissionNotice },
+  { id: "9", own: 1, run: benchWorktree },
+  { id: "10", own: 1, run: benchPermissionNotice },
 ];
 
 function parseArgs(argv: readonly string[]): { quick: boolean; only: Set<string> | undefined } {

@@ -52,6 +52,10 @@ export const TeamsOptionsSchema = z.object({
    * this window go together as one message when it ends.
    */
   noticeDigestMs: z.number().int().min(0).default(3_000),
+  /** Where agents' worktrees go (`<worktreeRoot>/<team>/<agent>`); default `<storage>/worktrees`. Relative: to the project root. */
+  worktreeRoot: z.string().min(1).optional(),
+  /** Keep every agent's worktree and branch when it ends, even a clean, unchanged one (specs/worktrees.md). */
+  keepWorktrees: z.boolean().default(false),
   /** Turn the background monitor and sweep off (the CLI and tests that drive them by hand). */
   background: z.boolean().default(true),
 });

@@ -2,6 +2,7 @@
 // exports as a plugin.
 import type { Hooks, PluginInput } from "@opencode-ai/plugin";
 import { systemClock } from "./clock.ts";
+import { GitCli } from "./edges/git.ts";
 import type { OpencodeApi } from "./edges/opencode-api.ts";
 import { SdkOpencodeApi } from "./edges/opencode-client.ts";
 import { outsideServerEnv, ServerManager } from "./edges/server-manager.ts";
@@ -13,6 +14,7 @@ import { parseOptions, type TeamsOptions } from "./options.ts";
 import { resolveProjectRoot } from "./project-root.ts";
 import { resolveStorageRoot, StoragePaths } from "./state/paths.ts";
 import { TeamStore } from "./state/team-store.ts";
+import { agentDiffTool } from "./tools/agent-diff.ts";
 import { agentHistoryTool } from "./tools/agent-history.ts";
 import { answerPermissionTool } from "./tools/answer-permission.ts";
 import { completeAgentTool } from "./tools/complete-agent.ts";
@@ -22,6 +24,7 @@ import { getAgentStatusTool } from "./tools/get-agent-status.ts";
 import { heartbeatTool } from "./tools/heartbeat.ts";
 import { killAgentTool } from "./tools/kill-agent.ts";
 import { listAgentsTool } from "./tools/list-agents.ts";
+import { mergeAgentTool } from "./tools/merge-agent.ts";
 import { readMessagesTool } from "./tools/read-messages.ts";
 import { requireCallerSession } from "./tools/result.ts";
 import { resumeAgentTool } from "./tools/resume-agent.ts";
@@ -76,6 +79,7 @@ export function buildContext(input: {
       opencodeBinary: () => servers.opencodeBinary(),
       localServer: input.localServer,
       tmux: new TmuxCli("tmux", outsideServerEnv(process.env)),
+      git: new GitCli("git", outsideServerEnv(process.env)),
     },
   };
 }
@@ -110,6 +114,8 @@ function toolsOf(ctx: TeamsContext): NonNullable<Hooks["tool"]> {
     "complete-agent": completeAgentTool(ctx),
     "resume-agent": resumeAgentTool(ctx),
     "answer-permission": answerPermissionTool(ctx),
+    "agent-diff": agentDiffTool(ctx),
+    "merge-agent": mergeAgentTool(ctx),
     "send-message": sendMessageTool(ctx),
     "read-messages": readMessagesTool(ctx),
   };

@@ -13,6 +13,7 @@ import { cliSend, collectInbox, renderInbox } from "./messages.ts";
 import { findProjectRoot } from "./project.ts";
 import { runServerCommand } from "./server.ts";
 import { collectStatus, renderStatus } from "./status.ts";
+import { collectDiff, collectWorktrees, renderDiff, renderWorktrees } from "./worktrees.ts";
 
 const USAGE = `opencode-teams: see and check your agent teams
 
@@ -25,6 +26,8 @@ usage:
   opencode-teams server status|stop [--json]       the project's OpenCode server: is it ours and healthy; stop it
   opencode-teams send <team> <to> <message...>     message an agent (name or id), "leader" or "all", as "human"
   opencode-teams inbox <team> [agent] [--json]     an inbox (the leader's by default), newest first
+  opencode-teams worktrees [team] [--json]         agents' git worktrees: branch, commits ahead, dirty files, path
+  opencode-teams diff <team> <agent> [--json]      an agent's branch: commits, diffstat, uncommitted files
 ${ANSWER_USAGE}
 
 options:
@@ -111,6 +114,21 @@ async function main(argv: string[]): Promise<number> {
       const report = await runDoctor(ctx);
       print(values.json ? JSON.stringify(report, null, 2) : renderDoctor(report, paint));
       return report.ok ? 0 : 1;
+    }
+    case "worktrees": {
+      const rows = await collectWorktrees(ctx, team);
+      print(values.json ? JSON.stringify(rows, null, 2) : renderWorktrees(rows, paint));
+      return 0;
+    }
+    case "diff": {
+      const agent = positionals[2];
+      if (!team || !agent) {
+        process.stderr.write("usage: opencode-teams diff <team> <agent name or id>\n");
+        return 2;
+      }
+      const view = await collectDiff(ctx, team, agent);
+      print(values.json ? JSON.stringify(view, null, 2) : renderDiff(view, paint));
+      return 0;
     }
     case "approve":
     case "deny":

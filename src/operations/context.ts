@@ -1,4 +1,5 @@
 import type { Clock } from "../clock.ts";
+import type { GitApi } from "../edges/git-api.ts";
 import type { OpencodeApi } from "../edges/opencode-api.ts";
 import type { ProjectServer, ServerManager } from "../edges/server-manager.ts";
 import type { TmuxApi } from "../edges/tmux-api.ts";
@@ -28,6 +29,8 @@ export interface TeamsEdges {
   /** The OpenCode server of this process (the one that loaded the plugin); hosts the leader's session when the leader runs here. */
   localServer: OpencodeApi;
   tmux: TmuxApi;
+  /** git, for agents' worktrees (specs/worktrees.md). Absent where no worktree is ever made (fixtures of other operations). */
+  git?: GitApi;
 }
 
 /** What every operation needs: the project's state, the time, the settings, the edges and somewhere to log. */

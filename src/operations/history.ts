@@ -134,6 +134,7 @@ export function recordSpawned(ctx: TeamsContext, agent: AgentState): Promise<str
     name: agent.name,
     task_description: describeTask(agent.prompt),
     ...(agent.plan ? { plan: agent.plan } : {}),
+    ...(agent.worktree ? { worktree: agent.worktree } : {}),
     timestamp: isoNow(ctx.clock),
     status: "spawned",
     completion_timestamp: null,

@@ -66,7 +66,23 @@ export function identityText(
     `- When your work is done, call \`complete-agent\` with {${ids}, "status": "completed", "summary": "<what you did>", "report": "<your findings>"} ` +
       '(use "status": "failed" when you could not do it). That ends your run.',
     `- If the leader asks you to shut down: start no new work, finish or save the step you are on, then call \`confirm-shutdown\` with {${ids}} and end your turn.`,
+    ...worktreeLines(agent),
   ].join("\n");
+}
+
+/** An agent in its own worktree is told where it is and that only what it commits on its branch goes home. */
+function worktreeLines(agent: AgentState): string[] {
+  if (!agent.worktree) return [];
+  const { path, branch, base } = agent.worktree;
+  return [
+    "",
+    "Your git worktree (your own checkout; other agents do not see your changes, and you do not see theirs):",
+    `- worktree: ${path}`,
+    `- branch: ${branch}`,
+    `- base: ${base}`,
+    `- Work only in this directory. Commit your work on branch ${branch} (\`git add\`, \`git commit\`) before you call complete-agent: ` +
+      "the leader merges your commits; uncommitted changes are not merged. Do not switch branches, rebase onto other agents' branches or push.",
+  ];
 }
 
 /** The title of a session on the server this process runs (undefined when it cannot be asked). */

@@ -14,6 +14,7 @@ import { abortEndedSession } from "./session-abort.ts";
 import { recordedModel } from "./spawn.ts";
 import { reassignTasksOf } from "./task.ts";
 import { endUnknownAgent, findUnknownAgent } from "./unknown-agents.ts";
+import { settleWorktree } from "./worktrees.ts";
 
 export interface KillAgentInput {
   teamName: string;
@@ -207,6 +208,9 @@ export async function finishAgent(
     // C-c in the attach TUI cancels the session's turn: right for a kill, wrong for an agent reporting its own end.
     warnings.push(...(await closeAgentPane(ctx, current, { interrupt: how.abortSession !== false })));
   }
+
+  // Only the call that ended the run decides, once its pane no longer runs anything in the worktree.
+  if (endedBy) warnings.push(...(await settleWorktree(ctx, endedBy)));
 
   const reassigned = await reassignTasksOf(
     ctx,

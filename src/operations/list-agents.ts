@@ -1,5 +1,5 @@
 import type { OpencodeApi } from "../edges/opencode-api.ts";
-import type { ListedStatus } from "../state/schemas.ts";
+import type { AgentWorktree, ListedStatus } from "../state/schemas.ts";
 import type { AgentView } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, resolveCaller } from "./identity.ts";
@@ -44,6 +44,7 @@ export interface AgentListing {
     session_id: string | null;
     tags: string[];
     plan: string | null;
+    worktree: AgentWorktree | null;
     notes_preview: string | null;
   };
   state: { loaded_in_process: boolean; metrics_available: boolean; error: string | null };
@@ -163,6 +164,7 @@ async function toListing(ctx: TeamsContext, view: AgentView, lookup: UsageLookup
       session_id: state.sessionId,
       tags: state.tags,
       plan: state.plan ?? null,
+      worktree: state.worktree ?? null,
       notes_preview: state.prompt ? state.prompt.slice(0, 100) : null,
     },
     state: {
@@ -201,6 +203,7 @@ function unknownListing(agent: UnknownAgent, now: number): AgentListing {
       session_id: agent.sessionId,
       tags: [],
       plan: null,
+      worktree: null,
       notes_preview: null,
     },
     state: { loaded_in_process: false, metrics_available: false, error: agent.warning },

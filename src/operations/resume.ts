@@ -18,6 +18,7 @@ import {
   type SpawnProgress,
   StepClock,
 } from "./spawn.ts";
+import { worktreeCwd } from "./worktrees.ts";
 
 export const RESUME_PROMPT_MAX = 20_000;
 
@@ -116,6 +117,8 @@ async function claimResume(
  */
 async function resumableCwd(ctx: TeamsContext, old: AgentState): Promise<string> {
   try {
+    // A worktree agent's cwd is in its own worktree, which resume re-enters (and recreates when removed).
+    if (old.worktree) return worktreeCwd(ctx, old.worktree, old.cwd);
     return await resolveCwd(ctx, old.cwd);
   } catch (error) {
     if (!(error instanceof CallerError)) throw error;
@@ -230,6 +233,7 @@ async function relaunch(
       name: old.name,
       model: recordedModel(old),
       cwd,
+      ...(old.worktree ? { worktree: { reenter: old.worktree } } : {}),
       headless: old.headless,
       ...(old.timeoutMinutes !== undefined ? { timeoutMinutes: old.timeoutMinutes } : {}),
       ...(old.plan !== undefined ? { plan: old.plan } : {}),

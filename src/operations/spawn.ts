@@ -6,7 +6,7 @@ import type { ModelRef, OpencodeApi } from "../edges/opencode-api.ts";
 import { type ProjectServer, ServerStartError } from "../edges/server-manager.ts";
 import type { PaneRef } from "../edges/tmux-api.ts";
 import { assertTeamName } from "../state/paths.ts";
-import type { AgentState, TeamConfig } from "../state/schemas.ts";
+import type { AgentState, AgentWorktree, TeamConfig } from "../state/schemas.ts";
 import {
   type AgentPane,
   agentPaneRef,
@@ -24,6 +24,7 @@ import { agentSessionTitle } from "./identity-prompt.ts";
 import { CallerError, type Failure, fail, type OpResult } from "./result.ts";
 import { agentEnded, agentSpawned } from "./run-history.ts";
 import { recountActiveSessions } from "./server-sessions.ts";
+import { placeAgent, planWorktree, type WorktreeRequest } from "./worktrees.ts";
 
 export interface SpawnAgentInput {
   teamName: string;
@@ -39,6 +40,8 @@ export interface SpawnAgentInput {
   timeoutMinutes?: number;
   /** Short name of the plan or epic the agent works under; kept in its state, the history and listings. */
   plan?: string;
+  /** Its own git worktree: true for branch `teams/<team>/<name>`, a string for that branch (specs/worktrees.md). */
+  worktree?: boolean | string;
 }
 
 export type PromptDelivery = "sdk" | "pane" | "failed";
@@ -52,6 +55,7 @@ export interface SpawnAgentOutput {
   port: number;
   status: "active" | "spawning";
   promptDelivery: PromptDelivery;
+  worktree?: AgentWorktree;
   warnings?: string[];
 }
 
@@ -335,6 +339,8 @@ export interface LaunchSpec {
   headless: boolean;
   timeoutMinutes?: number;
   plan?: string;
+  /** Its worktree, made (spawn) or entered again (resume); `cwd` then lies inside it. */
+  worktree?: WorktreeRequest;
   /** The agent's task as AgentState.prompt keeps it (listings, history, a later resume). */
   taskPrompt: string;
   /** What is sent to the session now; a function when it names the new agent's id. */
@@ -364,6 +370,11 @@ export async function launchAgent(
     const name = await reserveMember(ctx, team, agentId, spec.role, spec.name);
     rollback.push("the team membership", () => removeMember(ctx, team.name, agentId));
 
+    if (spec.worktree) steps.progress("worktree", `Preparing the worktree of ${name}`);
+    const place = await placeAgent(ctx, spec.worktree, spec.cwd, team.name, name);
+    if (place.undo) rollback.push("the worktree", place.undo);
+    const { cwd, worktree } = place;
+
     let sessionId: string;
     if (spec.reuseSessionId) {
       sessionId = spec.reuseSessionId;
@@ -372,7 +383,7 @@ export async function launchAgent(
       try {
         ({ id: sessionId } = await server.api.createSession({
           title: agentSessionTitle(team.name, name, agentId),
-          directory: spec.cwd,
+          directory: cwd,
         }));
       } catch (error) {
         throw new StepFailure(`Failed to create SDK session: ${message(error)}`);
@@ -400,7 +411,7 @@ export async function launchAgent(
           role: spec.role,
           color: color.color,
           sessionId,
-          cwd: spec.cwd,
+          cwd,
           serverUrl: server.url,
           credentials: server.credentials,
         });
@@ -426,7 +437,8 @@ export async function launchAgent(
       heartbeatTs: now,
       heartbeatSource: "spawn",
       sessionId,
-      cwd: spec.cwd,
+      cwd,
+      ...(worktree ? { worktree } : {}),
       consecutiveMisses: 0,
       sessionRotationCount: 0,
       createdAt: now,
@@ -517,6 +529,7 @@ export async function launchAgent(
       port: server.info.port,
       status,
       promptDelivery: delivered.delivery,
+      ...(worktree ? { worktree } : {}),
       ...(warnings.length > 0 ? { warnings } : {}),
     };
   } catch (error) {
@@ -563,6 +576,7 @@ export async function spawnAgent(
     input.name === undefined ? undefined : validateLabel("agent name", input.name, NAME_MAX);
   const plan = input.plan === undefined ? undefined : validateLabel("plan", input.plan, PLAN_MAX);
   const cwd = await resolveCwd(ctx, input.cwd);
+  const worktree = await planWorktree(ctx, team, input.worktree, cwd);
   if (input.timeoutMinutes !== undefined && !(input.timeoutMinutes > 0)) {
     throw new CallerError("timeoutMinutes must be a positive number");
   }
@@ -580,6 +594,7 @@ export async function spawnAgent(
       ...(requestedName !== undefined ? { name: requestedName } : {}),
       model,
       cwd,
+      ...(worktree ? { worktree: { create: worktree } } : {}),
       headless,
       ...(input.timeoutMinutes !== undefined ? { timeoutMinutes: input.timeoutMinutes } : {}),
       ...(plan !== undefined ? { plan } : {}),

@@ -1,12 +1,13 @@
 import type { ServerState } from "../edges/server-manager.ts";
 import { assertAgentId } from "../state/paths.ts";
-import type { AgentRole, AgentStatus, ListedStatus } from "../state/schemas.ts";
+import type { AgentRole, AgentStatus, AgentWorktree, ListedStatus } from "../state/schemas.ts";
 import type { AgentView } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireMember } from "./identity.ts";
 import { fail, type OpResult } from "./result.ts";
 import { findUnknownAgent, listUnknownAgents, type UnknownAgent } from "./unknown-agents.ts";
 import { type WaitingView, waitingView } from "./waiting.ts";
+import { liveWorktreeWarnings } from "./worktrees.ts";
 
 export interface GetAgentStatusInput {
   teamName: string;
@@ -37,6 +38,7 @@ export interface AgentStatusResponse {
   sessionRotationCount: number;
   createdAt: string;
   terminatedAt?: string;
+  worktree?: AgentWorktree;
 }
 
 /**
@@ -122,6 +124,7 @@ export function toStatusResponse(
     sessionRotationCount: state.sessionRotationCount,
     createdAt: state.createdAt,
     ...(state.terminatedAt ? { terminatedAt: state.terminatedAt } : {}),
+    ...(state.worktree ? { worktree: state.worktree } : {}),
   };
 }
 
@@ -197,11 +200,13 @@ export async function getAgentStatus(
   const threshold = ctx.options.staleThresholdMs;
   const warnings: string[] = [];
   let agents: GetAgentStatusOutput["agents"];
+  let shown: AgentView[] = [];
   if (input.agentId !== undefined) {
     assertAgentId(input.agentId);
     const read = await ctx.store.readAgentView(team.name, input.agentId);
     if (read.kind === "ok") {
       warnings.push(...read.warnings);
+      shown = [read.value];
       agents = [toStatusResponse(read.value, now, threshold)];
     } else {
       const unknown = await findUnknownAgent(ctx, team.name, input.agentId);
@@ -212,14 +217,14 @@ export async function getAgentStatus(
   } else {
     const listed = await ctx.store.listAgentViews(team.name);
     warnings.push(...listed.warnings);
-    agents = listed.items
-      .filter((view) => input.includeTerminated || view.state.status !== "terminated")
-      .map((view) => toStatusResponse(view, now, threshold));
+    shown = listed.items.filter((view) => input.includeTerminated || view.state.status !== "terminated");
+    agents = shown.map((view) => toStatusResponse(view, now, threshold));
     for (const unknown of await listUnknownAgents(ctx, team.name)) {
       warnings.push(unknown.warning);
       agents.push(unknownStatusResponse(unknown, now));
     }
   }
+  warnings.push(...(await liveWorktreeWarnings(ctx, shown)));
   const server = input.includeServer ? await serverStatus(ctx, warnings) : undefined;
   const reported = ctx.store.withDamageNotes(team.name, warnings);
   return {

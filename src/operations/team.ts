@@ -10,6 +10,8 @@ export interface CreateTeamInput {
   teamName: string;
   description?: string;
   defaultModel?: string;
+  /** spawn-agent's default for `worktree` in this team. */
+  worktrees?: boolean;
 }
 
 const MODEL_PATTERN = /^[^/\s]+\/\S+$/;
@@ -58,6 +60,7 @@ export async function createTeam(
     leaderSessionId: sessionId,
     defaultModel: input.defaultModel,
     keepPanes: false,
+    ...(input.worktrees !== undefined ? { worktrees: input.worktrees } : {}),
     members: [{ agentId: leaderAgentId, name: "leader", role: "leader", joinedAt: now }],
   };
   // The config is created exclusively: of two concurrent create-team calls exactly one wins.

@@ -113,6 +113,10 @@ export class StoragePaths {
   history(teamName: string): string {
     return path.join(this.teamDir(teamName), "agent-history.json");
   }
+  /** Where agents' git worktrees go by default (the storage dir ignores itself in git). */
+  get worktreesDir(): string {
+    return path.join(this.root, "worktrees");
+  }
   serverDir(projectRoot: string): string {
     return path.join(this.root, "servers", projectHash(projectRoot));
   }

@@ -58,6 +58,8 @@ export const TeamConfigSchema = z.object({
   defaultModel: z.string().optional(),
   /** Keep an agent's pane open after it completes, so a human can read it. */
   keepPanes: z.boolean().default(false),
+  /** spawn-agent's default for `worktree`: each agent in its own git worktree (specs/worktrees.md). */
+  worktrees: z.boolean().optional(),
   members: z.array(TeamMemberSchema),
 });
 export type TeamConfig = z.infer<typeof TeamConfigSchema>;
@@ -90,6 +92,17 @@ export const WaitingForSchema = z.object({
   remindedAt: isoDate.optional(),
 });
 export type WaitingFor = z.infer<typeof WaitingForSchema>;
+
+/** An agent's own git worktree (specs/worktrees.md). */
+export const AgentWorktreeSchema = z.object({
+  /** The worktree's directory (the agent's cwd is in it). */
+  path: z.string(),
+  /** The branch checked out there, which the agent commits its work on. */
+  branch: z.string(),
+  /** The commit the branch started from: the leader's HEAD at spawn. */
+  base: z.string(),
+});
+export type AgentWorktree = z.infer<typeof AgentWorktreeSchema>;
 
 export const AgentStateSchema = z.object({
   version,
@@ -127,6 +140,7 @@ export const AgentStateSchema = z.object({
   timeoutMinutes: z.number().positive().optional(),
   /** Short name of the plan or epic the agent works under (spawn-agent `plan`), for history and listings. */
   plan: z.string().optional(),
+  worktree: AgentWorktreeSchema.optional(),
   resumes: z.string().optional(),
   /**
    * Set on an ended agent, under its lock, by the resume-agent call that continues it, before that call launches the
@@ -279,6 +293,8 @@ export const HistoryEntrySchema = z.object({
   name: z.string().optional(),
   task_description: z.string(),
   plan: z.string().optional(),
+  /** The agent's git worktree, when it had one (specs/worktrees.md). */
+  worktree: AgentWorktreeSchema.optional(),
   timestamp: isoDate,
   status: HistoryStatusSchema,
   completion_timestamp: isoDate.nullable(),

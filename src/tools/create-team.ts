@@ -14,6 +14,10 @@ export function createTeamTool(ctx: TeamsContext) {
       teamName: z.string().min(1).describe("Team name: 1-64 letters, digits, '-' or '_'"),
       description: z.string().optional().describe("What the team is for"),
       defaultModel: z.string().optional().describe('Default model for spawned agents, "provider/model"'),
+      worktrees: z
+        .boolean()
+        .optional()
+        .describe("Spawn every agent in its own git worktree unless spawn-agent says otherwise"),
     },
     execute: (args, context) =>
       runTool(

@@ -38,6 +38,12 @@ export function spawnAgentTool(ctx: TeamsContext) {
         .max(100)
         .optional()
         .describe("Short name of the plan or epic this agent works under; agent-history can filter by it"),
+      worktree: z
+        .union([z.boolean(), z.string().min(1).max(200)])
+        .optional()
+        .describe(
+          "Run the agent in its own git worktree: true for branch teams/<team>/<agent-name>, or a branch name. Defaults to the team's worktrees setting.",
+        ),
       timeoutMinutes: z
         .number()
         .positive()
@@ -54,8 +60,8 @@ export function spawnAgentTool(ctx: TeamsContext) {
           ),
         (result) =>
           `Spawned ${result.name} (${result.color})${result.paneId ? ` in pane ${result.paneId}` : ", headless"}${
-            result.status === "spawning" ? " - prompt NOT delivered" : ""
-          }`,
+            result.worktree ? ` on branch ${result.worktree.branch}` : ""
+          }${result.status === "spawning" ? " - prompt NOT delivered" : ""}`,
       ),
   });
 }

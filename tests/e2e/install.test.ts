@@ -21,7 +21,9 @@ import os from "node:os";
 import path from "node:path";
 import type { PluginInput } from "@opencode-ai/plugin";
 import { createOpencodeClient } from "@opencode-ai/sdk";
+import { basicAuthHeaders } from "../../src/edges/opencode-client.ts";
 import { processCommandLine, terminateProcess } from "../../src/edges/process-info.ts";
+import { recordedCredentials } from "../../src/edges/server-auth.ts";
 import OpencodeTeamsPlugin from "../../src/index.ts";
 import { StoragePaths } from "../../src/state/paths.ts";
 import { ServerInfoSchema } from "../../src/state/schemas.ts";
@@ -225,12 +227,23 @@ describe("installed from the packed tarball by name", () => {
       },
     );
     expect(spawned).toMatchObject({ success: true, status: "active" });
-    // The worker's session lives on the project server the installed plugin started.
+    // The worker's session lives on the project server the installed plugin started, behind the password it recorded.
     const url = `http://127.0.0.1:${spawned.port}`;
+    const recorded = ServerInfoSchema.parse(
+      JSON.parse(
+        readFileSync(
+          new StoragePaths(path.join(project, ".opencode", "opencode-teams")).serverInfo(project),
+          "utf8",
+        ),
+      ),
+    );
+    const headers = basicAuthHeaders(recordedCredentials(recorded) ?? {});
+    expect(headers.Authorization).toBeDefined();
     await waitFor(
       async () => {
         const res = await fetch(
           `${url}/session/${spawned.sessionId}/message?directory=${encodeURIComponent(project)}`,
+          { headers },
         );
         const messages = (await res.json()) as { info: { role: string } }[];
         return messages.some((m) => m.info.role === "assistant");

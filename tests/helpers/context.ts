@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { ManualClock } from "../../src/clock.ts";
+import { GitCli } from "../../src/edges/git.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
 import { paneTiming } from "../../src/operations/agent-pane.ts";
@@ -89,6 +90,7 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
       },
       opencodeBinary: () => "opencode",
       localServer: local,
+      git: new GitCli(),
       tmux,
     },
     cleanup: () => rm(projectRoot, { recursive: true, force: true }),

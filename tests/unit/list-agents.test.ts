@@ -76,6 +76,7 @@ describe("list-agents", () => {
           "plan",
           "session_id",
           "tags",
+          "worktree",
         ].sort(),
       );
       expect(Object.keys(agent.state).sort()).toEqual(["error", "loaded_in_process", "metrics_available"]);

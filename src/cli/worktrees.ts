@@ -1,0 +1,105 @@
+import { agentBranch, worktreeContents } from "../operations/bring-home.ts";
+import type { TeamsContext } from "../operations/context.ts";
+import { exists, gitOf, leaderRepo } from "../operations/worktrees.ts";
+import { isAgentId } from "../state/paths.ts";
+import type { AgentState } from "../state/schemas.ts";
+import { type Cell, type Painter, renderTable, STATUS_STYLE } from "./format.ts";
+
+export interface WorktreeRow {
+  team: string;
+  agent: string;
+  agentId: string;
+  status: string;
+  branch: string;
+  /** Commits beyond the base; null when the branch is gone. */
+  ahead: number | null;
+  /** Uncommitted files; null when the directory is gone. */
+  dirty: number | null;
+  path: string;
+}
+
+/** Every agent worktree of the team (or of all teams) whose directory or branch is still there. */
+export async function collectWorktrees(
+  ctx: TeamsContext,
+  teamName: string | undefined,
+): Promise<WorktreeRow[]> {
+  const teams = teamName ? [teamName] : await ctx.store.listTeamNames();
+  const repo = await leaderRepo(ctx);
+  const rows: WorktreeRow[] = [];
+  for (const team of teams) {
+    const { items } = await ctx.store.listAgentViews(team);
+    for (const { state } of items) {
+      const { worktree } = state;
+      if (!worktree) continue;
+      const tip = await gitOf(ctx).branchTip(repo, worktree.branch);
+      const contents = tip ? await worktreeContents(ctx, worktree, repo, tip) : undefined;
+      const dirExists = contents?.worktreeExists ?? (await exists(worktree.path));
+      if (!tip && !dirExists) continue;
+      rows.push({
+        team,
+        agent: state.name,
+        agentId: state.agentId,
+        status: state.status,
+        branch: worktree.branch,
+        ahead: contents ? contents.ahead : null,
+        dirty: contents?.worktreeExists ? contents.uncommitted.length : null,
+        path: worktree.path,
+      });
+    }
+  }
+  return rows;
+}
+
+export function renderWorktrees(rows: readonly WorktreeRow[], paint: Painter): string {
+  if (rows.length === 0) return "No agent worktrees.";
+  const table: Cell[][] = rows.map((row) => [
+    { text: `${row.team}/${row.agent}` },
+    { text: row.status, style: STATUS_STYLE[row.status] },
+    { text: row.branch },
+    { text: row.ahead === null ? "gone" : String(row.ahead) },
+    {
+      text: row.dirty === null ? "-" : String(row.dirty),
+      ...(row.dirty ? { style: "yellow" as const } : {}),
+    },
+    { text: row.path },
+  ]);
+  return renderTable(["AGENT", "STATUS", "BRANCH", "AHEAD", "DIRTY", "PATH"], table, paint);
+}
+
+/** The agent `who` (its name or id) of `teamName`. */
+async function findAgent(ctx: TeamsContext, teamName: string, who: string): Promise<AgentState> {
+  const { items } = await ctx.store.listAgentViews(teamName);
+  const matches = items.filter(({ state }) => (isAgentId(who) ? state.agentId === who : state.name === who));
+  // A name is reused by a resumed agent: the newest record is the one that works on.
+  const newest = matches.map(({ state }) => state).sort((a, b) => b.createdAt.localeCompare(a.createdAt))[0];
+  if (!newest) throw new Error(`No agent '${who}' in team '${teamName}'`);
+  return newest;
+}
+
+export async function collectDiff(ctx: TeamsContext, teamName: string, who: string) {
+  const agent = await findAgent(ctx, teamName, who);
+  const { agent: withWorktree, repo, tip } = await agentBranch(ctx, { teamName, agentId: agent.agentId });
+  return {
+    agent: agent.name,
+    agentId: agent.agentId,
+    status: agent.status,
+    worktree: withWorktree.worktree,
+    ...(await worktreeContents(ctx, withWorktree.worktree, repo, tip)),
+  };
+}
+
+export function renderDiff(view: Awaited<ReturnType<typeof collectDiff>>, paint: Painter): string {
+  const { branch, base, path } = view.worktree;
+  return [
+    `${paint(view.agent, "bold")} (${view.status})  ${branch}  base ${base.slice(0, 12)}`,
+    `worktree: ${path}${view.worktreeExists ? "" : " (gone)"}`,
+    "",
+    `${view.ahead} commit(s) ahead of base:`,
+    ...view.commits.map((c) => `  ${paint(c.commit.slice(0, 12), "yellow")} ${c.subject}`),
+    ...(view.diffStat ? ["", view.diffStat] : []),
+    "",
+    view.uncommitted.length > 0
+      ? paint(`uncommitted (not merged by merge-agent): ${view.uncommitted.join(", ")}`, "yellow")
+      : "nothing uncommitted",
+  ].join("\n");
+}

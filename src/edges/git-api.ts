@@ -1,0 +1,48 @@
+/** A commit on an agent's branch, as agent-diff lists it. */
+export interface CommitLine {
+  commit: string;
+  subject: string;
+}
+
+/**
+ * The git commands opencode-teams runs, behind an interface like the tmux edge. Every path and ref is passed as its
+ * own argument after `--` or a validated ref, never through a shell. `repo` is any directory inside a work tree.
+ */
+export interface GitApi {
+  /** The top of the work tree holding `dir`, or undefined when `dir` is not inside a git work tree. */
+  topLevel(dir: string): Promise<string | undefined>;
+  /** The commit checked out in `dir`, or undefined when it has none yet (a repository without commits). */
+  headCommit(dir: string): Promise<string | undefined>;
+  /** The branch checked out in `dir`, or undefined on a detached HEAD. */
+  currentBranch(dir: string): Promise<string | undefined>;
+  /** Whether `name` is a valid branch name (`git check-ref-format --branch`). */
+  validBranchName(name: string): Promise<boolean>;
+  /** The commit a local branch points at, or undefined when there is no such branch. */
+  branchTip(repo: string, branch: string): Promise<string | undefined>;
+  /** A new worktree at `dir` on a new branch starting at `start`. */
+  addWorktree(repo: string, dir: string, branch: string, start: string): Promise<void>;
+  /** A new worktree at `dir` checking out an existing branch. */
+  checkoutWorktree(repo: string, dir: string, branch: string): Promise<void>;
+  /** Remove a clean worktree (`git worktree remove`, without --force: git itself refuses a dirty one). */
+  removeWorktree(repo: string, dir: string): Promise<void>;
+  /** Forget worktrees whose directory is gone. */
+  pruneWorktrees(repo: string): Promise<void>;
+  /** Delete a branch, only while it still points at `expectedTip` (so a commit made meanwhile is never lost). */
+  deleteBranch(repo: string, branch: string, expectedTip: string): Promise<void>;
+  /** Paths with uncommitted changes in the work tree of `dir`, untracked files included (ignored ones not). */
+  changedFiles(dir: string): Promise<string[]>;
+  /** Whether `commit` is `of` or one of its ancestors. */
+  isAncestor(repo: string, commit: string, of: string): Promise<boolean>;
+  /** Commits reachable from `tip` but not from `base`, newest first. */
+  commitsBetween(repo: string, base: string, tip: string): Promise<CommitLine[]>;
+  /** `git diff --stat` of what `tip` changed since its merge base with `base`. */
+  diffStat(repo: string, base: string, tip: string): Promise<string>;
+  /** Paths `tip` changed since its merge base with `base`. */
+  filesChanged(repo: string, base: string, tip: string): Promise<string[]>;
+  /** Paths that would conflict if `theirs` were merged into `ours` (computed without touching any work tree). */
+  mergeConflicts(repo: string, ours: string, theirs: string): Promise<string[]>;
+  /** Whether `repo` is in the middle of a merge (MERGE_HEAD exists). */
+  mergeInProgress(repo: string): Promise<boolean>;
+  /** Merge `branch` into the branch checked out in `repo`: a merge commit, or a squashed single commit. */
+  merge(repo: string, branch: string, how: { squash: boolean; message: string }): Promise<void>;
+}

@@ -1,0 +1,195 @@
+import type { CommitLine, GitApi } from "./git-api.ts";
+
+export class GitError extends Error {
+  override name = "GitError";
+}
+
+interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Variables that would point git at another repository than the one named by `-C`. */
+const REDIRECTING_ENV = [
+  "GIT_DIR",
+  "GIT_WORK_TREE",
+  "GIT_INDEX_FILE",
+  "GIT_OBJECT_DIRECTORY",
+  "GIT_COMMON_DIR",
+];
+
+function gitEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(env)) {
+    if (value !== undefined && !REDIRECTING_ENV.includes(key)) out[key] = value;
+  }
+  // Messages in one language (errors are matched and shown), and never a pager or a prompt for credentials.
+  return { ...out, LC_ALL: "C", GIT_TERMINAL_PROMPT: "0", GIT_PAGER: "cat" };
+}
+
+/** NUL-separated output (`-z`) split into its fields. */
+function fields(text: string): string[] {
+  return text.split("\0").filter((field) => field !== "");
+}
+
+/** The real `git` binary, run with an argument vector (no shell). */
+export class GitCli implements GitApi {
+  private readonly env: Record<string, string>;
+  constructor(
+    private readonly bin = "git",
+    env: NodeJS.ProcessEnv = process.env,
+  ) {
+    this.env = gitEnv(env);
+  }
+
+  private async run(repo: string, args: string[]): Promise<RunResult> {
+    const proc = Bun.spawn([this.bin, "-C", repo, ...args], {
+      env: this.env,
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
+    return { code, stdout, stderr };
+  }
+
+  /** Run and return stdout; a non-zero exit becomes a GitError naming the command and git's own words. */
+  private async ok(repo: string, args: string[]): Promise<string> {
+    const result = await this.run(repo, args);
+    if (result.code !== 0) {
+      const said = result.stderr.trim() || result.stdout.trim() || `exit code ${result.code}`;
+      throw new GitError(`git ${args[0]} failed: ${said}`);
+    }
+    return result.stdout;
+  }
+
+  async topLevel(dir: string): Promise<string | undefined> {
+    const result = await this.run(dir, ["rev-parse", "--show-toplevel"]);
+    return result.code === 0 ? result.stdout.trim() || undefined : undefined;
+  }
+
+  async headCommit(dir: string): Promise<string | undefined> {
+    const result = await this.run(dir, ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]);
+    return result.code === 0 ? result.stdout.trim() : undefined;
+  }
+
+  async currentBranch(dir: string): Promise<string | undefined> {
+    const result = await this.run(dir, ["symbolic-ref", "--quiet", "--short", "HEAD"]);
+    return result.code === 0 ? result.stdout.trim() : undefined;
+  }
+
+  async validBranchName(name: string): Promise<boolean> {
+    // A leading "-" is a valid branch name but would read as an option to the commands below.
+    if (name.startsWith("-")) return false;
+    const result = await this.run(".", ["check-ref-format", "--branch", name]);
+    return result.code === 0 && result.stdout.trim() === name;
+  }
+
+  async branchTip(repo: string, branch: string): Promise<string | undefined> {
+    const result = await this.run(repo, [
+      "rev-parse",
+      "--verify",
+      "--quiet",
+      `refs/heads/${branch}^{commit}`,
+    ]);
+    return result.code === 0 ? result.stdout.trim() : undefined;
+  }
+
+  async addWorktree(repo: string, dir: string, branch: string, start: string): Promise<void> {
+    await this.ok(repo, ["worktree", "add", "--quiet", "-b", branch, "--", dir, start]);
+  }
+
+  async checkoutWorktree(repo: string, dir: string, branch: string): Promise<void> {
+    await this.ok(repo, ["worktree", "add", "--quiet", "--", dir, branch]);
+  }
+
+  async removeWorktree(repo: string, dir: string): Promise<void> {
+    await this.ok(repo, ["worktree", "remove", "--", dir]);
+  }
+
+  async pruneWorktrees(repo: string): Promise<void> {
+    await this.ok(repo, ["worktree", "prune"]);
+  }
+
+  async deleteBranch(repo: string, branch: string, expectedTip: string): Promise<void> {
+    await this.ok(repo, ["update-ref", "-d", `refs/heads/${branch}`, expectedTip]);
+  }
+
+  async changedFiles(dir: string): Promise<string[]> {
+    const out = await this.ok(dir, ["status", "--porcelain=v1", "-z", "--untracked-files=all"]);
+    const files: string[] = [];
+    const parts = fields(out);
+    for (let i = 0; i < parts.length; i++) {
+      const entry = parts[i] as string;
+      files.push(entry.slice(3));
+      // A rename or copy is followed by its source path.
+      if (entry[0] === "R" || entry[0] === "C") i++;
+    }
+    return files;
+  }
+
+  async isAncestor(repo: string, commit: string, of: string): Promise<boolean> {
+    const result = await this.run(repo, ["merge-base", "--is-ancestor", commit, of]);
+    if (result.code > 1) throw new GitError(`git merge-base failed: ${result.stderr.trim()}`);
+    return result.code === 0;
+  }
+
+  async commitsBetween(repo: string, base: string, tip: string): Promise<CommitLine[]> {
+    const out = await this.ok(repo, ["log", "-z", "--format=%H %s", `${base}..${tip}`, "--"]);
+    return fields(out).map((line) => {
+      const space = line.indexOf(" ");
+      return { commit: line.slice(0, space), subject: line.slice(space + 1) };
+    });
+  }
+
+  async diffStat(repo: string, base: string, tip: string): Promise<string> {
+    return (await this.ok(repo, ["diff", "--stat", `${base}...${tip}`, "--"])).trimEnd();
+  }
+
+  async filesChanged(repo: string, base: string, tip: string): Promise<string[]> {
+    return fields(await this.ok(repo, ["diff", "--name-only", "-z", `${base}...${tip}`, "--"]));
+  }
+
+  async mergeConflicts(repo: string, ours: string, theirs: string): Promise<string[]> {
+    const result = await this.run(repo, [
+      "merge-tree",
+      "--write-tree",
+      "--name-only",
+      "--no-messages",
+      "-z",
+      ours,
+      theirs,
+    ]);
+    // Exit 1: conflicts; the tree id comes first, then the conflicted paths.
+    if (result.code === 1) return [...new Set(fields(result.stdout).slice(1))];
+    if (result.code !== 0) throw new GitError(`git merge-tree failed: ${result.stderr.trim()}`);
+    return [];
+  }
+
+  async mergeInProgress(repo: string): Promise<boolean> {
+    const result = await this.run(repo, ["rev-parse", "--verify", "--quiet", "MERGE_HEAD"]);
+    return result.code === 0;
+  }
+
+  async merge(repo: string, branch: string, how: { squash: boolean; message: string }): Promise<void> {
+    const ref = `refs/heads/${branch}`;
+    try {
+      if (how.squash) {
+        await this.ok(repo, ["merge", "--squash", "--quiet", ref]);
+        await this.ok(repo, ["commit", "--quiet", "-m", how.message]);
+      } else {
+        await this.ok(repo, ["merge", "--no-ff", "--no-edit", "--quiet", "-m", how.message, ref]);
+      }
+    } catch (error) {
+      // Leave the checkout as it was: a half-done merge is worse than none.
+      await this.run(repo, ["merge", "--abort"]);
+      if (how.squash) await this.run(repo, ["reset", "--merge"]);
+      throw error;
+    }
+  }
+}
