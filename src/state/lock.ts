@@ -105,14 +105,12 @@ function isStale(seen: Seen, staleMs: number): boolean {
 }
 
 /**
- * Remove `file` only if what is there passes `stillSame`, atomically: move whatever is at the path to a unique name,
- * judge what was moved, and put it back (link, which never replaces a newer file) if it is not the one judged. A
- * check on the path followed by a removal by path could remove a file created in between.
+ * Break an abandoned takeover guard only if what is there passes `stillSame`: move whatever is at the path to a unique
+ * name, judge what was moved, and put it back (link, which never replaces a newer file) if it is not the one judged.
+ * Several waiters may judge one abandoned guard at once, and nothing serialises them: a check on the path followed by
+ * a removal by path would remove the guard a live taker created in between.
  */
-async function removeIfSame(
-  file: string,
-  stillSame: (seen: Seen) => boolean,
-): Promise<"removed" | "changed"> {
+async function breakIfSame(file: string, stillSame: (seen: Seen) => boolean): Promise<"removed" | "changed"> {
   const aside = `${file}.${randomBytes(8).toString("hex")}.aside`;
   try {
     await rename(file, aside);
@@ -153,11 +151,17 @@ async function removeUnderGuard(
     // two waiters that judged it cannot each break a guard and both hold one.
     const judged = inspect(guard);
     if (judged && isStale(judged, staleMs))
-      await removeIfSame(guard, (seen) => sameStale(seen, judged, staleMs));
+      await breakIfSame(guard, (seen) => sameStale(seen, judged, staleMs));
     return "busy";
   }
   try {
-    return await removeIfSame(lock, stillSame);
+    // Under the guard the lock can only appear (a locker creates it) or be released fresh by its own live holder, never
+    // be replaced: so a check and a removal by path are one step here. Moving it aside instead would empty the path
+    // for a moment whenever it is not the one judged, and a locker could create a second lock beside its holder.
+    const seen = inspect(lock);
+    if (!seen || !stillSame(seen)) return "changed";
+    await rm(lock, { recursive: true, force: true });
+    return "removed";
   } finally {
     // Only our own guard: one broken while we stalled belongs to another taker now.
     if (inspect(guard)?.owner === token) await unlink(guard).catch(() => {});
