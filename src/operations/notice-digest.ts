@@ -65,6 +65,19 @@ export function flushScheduled(ctx: TeamsContext, team: TeamConfig): boolean {
   return timers.has(timerKey(ctx, team));
 }
 
+/** How far a last-sent time may lie ahead of this clock (processes' clocks differ a little) and still hold a window. */
+const CLOCK_SKEW_MS = 2_000;
+
+/**
+ * How long ago the last digest went out. A time further in the future than a small skew (a clock stepped back, a
+ * hand-edited file) or one that does not parse counts as long ago: it must never hold an agent's death back.
+ */
+function sinceLastDigest(lastSentAt: string | undefined, now: number): number {
+  const sent = lastSentAt === undefined ? Number.NaN : Date.parse(lastSentAt);
+  if (!Number.isFinite(sent) || sent - now > CLOCK_SKEW_MS) return Number.POSITIVE_INFINITY;
+  return Math.max(0, now - sent);
+}
+
 /** Arrange for this process to flush again once the window that started at the last digest is over. */
 function schedule(ctx: TeamsContext, team: TeamConfig, delayMs: number): void {
   const key = timerKey(ctx, team);
@@ -101,9 +114,9 @@ export async function flushNotices(ctx: TeamsContext, team: TeamConfig): Promise
     async () => {
       const state = await readJson(stateFile, NoticeDigestSchema);
       const now = ctx.clock.now();
-      const since = state.kind === "ok" ? now - Date.parse(state.value.lastSentAt) : Number.POSITIVE_INFINITY;
+      const since = sinceLastDigest(state.kind === "ok" ? state.value.lastSentAt : undefined, now);
       if (since < ctx.options.noticeDigestMs) {
-        schedule(ctx, team, ctx.options.noticeDigestMs - since);
+        schedule(ctx, team, Math.min(ctx.options.noticeDigestMs, ctx.options.noticeDigestMs - since));
         return 0;
       }
       const pending = await pendingNotices(ctx, team);
