@@ -3,6 +3,7 @@ import type { OpencodeApi } from "../edges/opencode-api.ts";
 import { withFileLock } from "../state/lock.ts";
 import { type InboxMessage, InboxMessageSchema, type TeamConfig } from "../state/schemas.ts";
 import { readJson } from "../state/store.ts";
+import type { FiledMessage } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 
 /**
@@ -86,15 +87,15 @@ export async function sessionShows(target: Target, header: string): Promise<bool
 export async function deliverInboxMessage(
   ctx: TeamsContext,
   team: TeamConfig,
-  message: InboxMessage,
+  message: FiledMessage,
 ): Promise<DeliveryOutcome> {
-  const file = ctx.store.inboxMessageFile(message);
+  const { file } = message;
   return withFileLock(
     file,
     async () => {
       const read = await readJson(file, InboxMessageSchema);
       if (read.kind !== "ok") return { delivery: "stored", outcome: "gone" };
-      const current = read.value;
+      const current = { ...read.value, file };
       if (current.deliveredAt) return { delivery: "queued", outcome: "already" };
       const target = await targetOf(ctx, team, current.to);
       if (!target) return { delivery: "stored", outcome: "stored" };

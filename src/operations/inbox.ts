@@ -4,6 +4,7 @@ import { withFileLock } from "../state/lock.ts";
 import { assertTeamName } from "../state/paths.ts";
 import { type InboxMessage, InboxMessageSchema, type TeamConfig } from "../state/schemas.ts";
 import { readJson, writeJson } from "../state/store.ts";
+import type { FiledMessage } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 import { renderMessage } from "./delivery.ts";
 import { loadTeam, requireMember } from "./identity.ts";
@@ -58,8 +59,8 @@ export async function listInbox(
   team: TeamConfig,
   agentId: string,
   filter: { unreadOnly?: boolean; from?: string } = {},
-): Promise<{ items: InboxMessage[]; warnings: string[] }> {
-  const items: InboxMessage[] = [];
+): Promise<{ items: FiledMessage[]; warnings: string[] }> {
+  const items: FiledMessage[] = [];
   const warnings: string[] = [];
   for (const id of await inboxChain(ctx, team, agentId)) {
     const listed = await ctx.store.readInbox(team.name, id);
@@ -82,12 +83,12 @@ export async function listInbox(
  */
 async function markMessages(
   ctx: TeamsContext,
-  messages: readonly InboxMessage[],
+  messages: readonly FiledMessage[],
   field: "readAt" | "deliveredAt",
 ): Promise<void> {
   const at = isoNow(ctx.clock);
   await mapLimit(messages, 8, (message) => {
-    const file = ctx.store.inboxMessageFile(message);
+    const { file } = message;
     return withFileLock(
       file,
       async () => {
@@ -110,7 +111,7 @@ export async function storedMessages(
   ctx: TeamsContext,
   team: TeamConfig,
   agentId: string,
-): Promise<InboxMessage[]> {
+): Promise<FiledMessage[]> {
   const { items } = await listInbox(ctx, team, agentId);
   return items.filter((message) => message.type === "message" && !message.deliveredAt).reverse();
 }
@@ -125,7 +126,7 @@ export function handOverText(messages: readonly InboxMessage[]): string {
 }
 
 /** Stored messages that went out in a resume prompt count as delivered. */
-export function markHandedOver(ctx: TeamsContext, messages: readonly InboxMessage[]): Promise<void> {
+export function markHandedOver(ctx: TeamsContext, messages: readonly FiledMessage[]): Promise<void> {
   return markMessages(ctx, messages, "deliveredAt");
 }
 

@@ -9,6 +9,7 @@ import {
   type TeamConfig,
 } from "../state/schemas.ts";
 import { readJson, writeJson } from "../state/store.ts";
+import type { FiledMessage } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 import { serverWithSession, sessionShows } from "./delivery.ts";
 
@@ -51,7 +52,7 @@ function isNotice(message: InboxMessage): boolean {
   return message.type !== "message";
 }
 
-async function pendingNotices(ctx: TeamsContext, team: TeamConfig): Promise<InboxMessage[]> {
+async function pendingNotices(ctx: TeamsContext, team: TeamConfig): Promise<FiledMessage[]> {
   const { items } = await ctx.store.readInbox(team.name, team.leader);
   return items.filter((message) => isNotice(message) && !message.deliveredAt);
 }
@@ -144,7 +145,7 @@ async function settleEarlierDigests(
   ctx: TeamsContext,
   team: TeamConfig,
   target: Parameters<typeof sessionShows>[0],
-  pending: readonly InboxMessage[],
+  pending: readonly FiledMessage[],
 ): Promise<Set<string>> {
   const settled = new Set<string>();
   const digestIds = new Set(pending.flatMap((notice) => (notice.digestId ? [notice.digestId] : [])));
@@ -158,9 +159,9 @@ async function settleEarlierDigests(
 }
 
 /** Each under its file's lock and re-read, so a read-messages marking one read at the same time loses nothing. */
-function mark(ctx: TeamsContext, notices: readonly InboxMessage[], change: Partial<InboxMessage>) {
+function mark(ctx: TeamsContext, notices: readonly FiledMessage[], change: Partial<InboxMessage>) {
   return mapLimit(notices, 16, (notice) => {
-    const file = ctx.store.inboxMessageFile(notice);
+    const { file } = notice;
     return withFileLock(
       file,
       async () => {

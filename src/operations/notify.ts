@@ -82,7 +82,7 @@ export async function deliverPending(
         noticesPending = true;
         continue;
       }
-      const outcome = await deliverInboxMessage(ctx, team, read.value).catch(() => undefined);
+      const outcome = await deliverInboxMessage(ctx, team, { ...read.value, file }).catch(() => undefined);
       if (outcome?.outcome === "delivered") delivered++;
       if (outcome && outcome.outcome !== "stored") settled.add(file);
       // The recipient cannot be reached from here; its other messages would fail the same way.
