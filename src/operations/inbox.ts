@@ -40,7 +40,7 @@ export interface ReadMessagesOutput {
 }
 
 /** The inbox ids of `agentId` and of the runs it resumes (messages stored for an earlier run stay in its inbox). */
-async function inboxChain(ctx: TeamsContext, team: TeamConfig, agentId: string): Promise<string[]> {
+export async function inboxChain(ctx: TeamsContext, team: TeamConfig, agentId: string): Promise<string[]> {
   const chain = [agentId];
   let current = agentId;
   while (chain.length < 20) {
