@@ -1,4 +1,5 @@
 import { isoNow } from "../clock.ts";
+import type { OpencodeApi } from "../edges/opencode-api.ts";
 import { mapLimit } from "../map-limit.ts";
 import { withFileLock } from "../state/lock.ts";
 import { assertTeamName } from "../state/paths.ts";
@@ -6,7 +7,7 @@ import { type InboxMessage, InboxMessageSchema, type TeamConfig } from "../state
 import { readJson, writeJson } from "../state/store.ts";
 import type { FiledMessage } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
-import { renderMessage } from "./delivery.ts";
+import { messageHeader, renderMessage, sessionShows } from "./delivery.ts";
 import { loadTeam, requireMember } from "./identity.ts";
 import { CallerError, type OpResult } from "./result.ts";
 
@@ -84,7 +85,7 @@ export async function listInbox(
 async function markMessages(
   ctx: TeamsContext,
   messages: readonly FiledMessage[],
-  field: "readAt" | "deliveredAt",
+  field: "readAt" | "attemptedAt" | "deliveredAt",
 ): Promise<void> {
   const at = isoNow(ctx.clock);
   await mapLimit(messages, 8, (message) => {
@@ -98,7 +99,7 @@ async function markMessages(
           file,
           InboxMessageSchema,
           { ...current.value, [field]: at },
-          { durable: field !== "readAt" },
+          { durable: field === "deliveredAt" },
         );
       },
       ctx.store.lockTiming,
@@ -114,6 +115,37 @@ export async function storedMessages(
 ): Promise<FiledMessage[]> {
   const { items } = await listInbox(ctx, team, agentId);
   return items.filter((message) => message.type === "message" && !message.deliveredAt).reverse();
+}
+
+/**
+ * The stored messages a resume prompt hands over. Into a reused session, one whose delivery was attempted (by a send
+ * or an earlier resume that died before marking it) and that the session already shows is marked delivered instead:
+ * handing it over again would show the model the same message twice.
+ */
+export async function messagesToHandOver(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+  reused: { server: OpencodeApi; sessionId: string } | undefined,
+): Promise<FiledMessage[]> {
+  const stored = await storedMessages(ctx, team, agentId);
+  if (!reused) return stored;
+  const shown: FiledMessage[] = [];
+  for (const message of stored) {
+    // When the session cannot be read, hand it over: a message seen twice is better than one never seen.
+    if (message.attemptedAt && (await sessionShows(reused, messageHeader(message)).catch(() => false)))
+      shown.push(message);
+  }
+  await markMessages(ctx, shown, "deliveredAt");
+  return stored.filter((message) => !shown.includes(message));
+}
+
+/**
+ * Marked before the resume prompt goes out: a process that dies after sending it and before marking the messages
+ * delivered loses only that mark, and the next attempt finds the messages in the session.
+ */
+export function markHandOverAttempted(ctx: TeamsContext, messages: readonly FiledMessage[]): Promise<void> {
+  return markMessages(ctx, messages, "attemptedAt");
 }
 
 /** The part of a resume prompt that hands stored messages over, each with its usual header. */
