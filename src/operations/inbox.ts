@@ -1,10 +1,7 @@
 import { isoNow } from "../clock.ts";
 import type { OpencodeApi } from "../edges/opencode-api.ts";
-import { mapLimit } from "../map-limit.ts";
-import { withFileLock } from "../state/lock.ts";
 import { assertTeamName } from "../state/paths.ts";
-import { type InboxMessage, InboxMessageSchema, type TeamConfig } from "../state/schemas.ts";
-import { readJson, writeJson } from "../state/store.ts";
+import type { InboxMessage, TeamConfig } from "../state/schemas.ts";
 import type { FiledMessage } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 import { messageHeader, renderMessage, sessionShows } from "./delivery.ts";
@@ -78,33 +75,17 @@ export async function listInbox(
   return { items: kept, warnings };
 }
 
-/**
- * Set `field` on messages that do not have it yet, each under its file's lock and re-read first, so two markings of
- * one message at the same time (a delivery and a read) never undo each other.
- */
-async function markMessages(
+/** Set `field` to now on messages that do not have it yet; only a delivery mark is flushed to disk. */
+function markMessages(
   ctx: TeamsContext,
   messages: readonly FiledMessage[],
   field: "readAt" | "attemptedAt" | "deliveredAt",
 ): Promise<void> {
-  const at = isoNow(ctx.clock);
-  await mapLimit(messages, 8, (message) => {
-    const { file } = message;
-    return withFileLock(
-      file,
-      async () => {
-        const current = await readJson(file, InboxMessageSchema);
-        if (current.kind !== "ok" || current.value[field]) return;
-        await writeJson(
-          file,
-          InboxMessageSchema,
-          { ...current.value, [field]: at },
-          { durable: field === "deliveredAt" },
-        );
-      },
-      ctx.store.lockTiming,
-    );
-  });
+  return ctx.store.markInboxMessages(
+    messages,
+    { [field]: isoNow(ctx.clock) },
+    { unlessSet: field, durable: field === "deliveredAt" },
+  );
 }
 
 /** Messages kept for `agentId` (and the runs it resumes) that never reached its session, oldest first. */

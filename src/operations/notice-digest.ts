@@ -1,13 +1,7 @@
 import { v4 as uuidv4 } from "uuid";
 import { isoNow } from "../clock.ts";
-import { mapLimit } from "../map-limit.ts";
 import { withFileLock } from "../state/lock.ts";
-import {
-  type InboxMessage,
-  InboxMessageSchema,
-  NoticeDigestSchema,
-  type TeamConfig,
-} from "../state/schemas.ts";
+import { type InboxMessage, NoticeDigestSchema, type TeamConfig } from "../state/schemas.ts";
 import { readJson, writeJson } from "../state/store.ts";
 import type { FiledMessage } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
@@ -129,9 +123,9 @@ export async function flushNotices(ctx: TeamsContext, team: TeamConfig): Promise
       const fresh = pending.filter((notice) => !settled.has(notice.id));
       if (fresh.length > 0) {
         const digestId = uuidv4();
-        await mark(ctx, fresh, { digestId });
+        await ctx.store.markInboxMessages(fresh, { digestId });
         await server.promptAsync(team.leaderSessionId, digestText(team, digestId, fresh), { noReply: true });
-        await mark(ctx, fresh, { digestId, deliveredAt: isoNow(ctx.clock) });
+        await ctx.store.markInboxMessages(fresh, { digestId, deliveredAt: isoNow(ctx.clock) });
         await writeJson(stateFile, NoticeDigestSchema, { version: 1, lastSentAt: isoNow(ctx.clock) });
       }
       return pending.length;
@@ -152,23 +146,8 @@ async function settleEarlierDigests(
   for (const digestId of digestIds) {
     if (!(await sessionShows(target, digestHeader(team, digestId)))) continue;
     const sent = pending.filter((notice) => notice.digestId === digestId);
-    await mark(ctx, sent, { digestId, deliveredAt: isoNow(ctx.clock) });
+    await ctx.store.markInboxMessages(sent, { digestId, deliveredAt: isoNow(ctx.clock) });
     for (const notice of sent) settled.add(notice.id);
   }
   return settled;
-}
-
-/** Each under its file's lock and re-read, so a read-messages marking one read at the same time loses nothing. */
-function mark(ctx: TeamsContext, notices: readonly FiledMessage[], change: Partial<InboxMessage>) {
-  return mapLimit(notices, 16, (notice) => {
-    const { file } = notice;
-    return withFileLock(
-      file,
-      async () => {
-        const current = await readJson(file, InboxMessageSchema);
-        if (current.kind === "ok") await writeJson(file, InboxMessageSchema, { ...current.value, ...change });
-      },
-      ctx.store.lockTiming,
-    );
-  });
 }

@@ -432,6 +432,29 @@ export class TeamStore {
     await writeJson(message.file, InboxMessageSchema, { ...message, deliveredAt });
   }
 
+  /**
+   * Write `change` into each message's file, under its lock and re-read first, so two markings of one message at the
+   * same time (a delivery and a read) never undo each other. `unlessSet`: a file that has this field keeps its value.
+   */
+  async markInboxMessages(
+    messages: readonly FiledMessage[],
+    change: Partial<InboxMessage>,
+    options: { unlessSet?: "readAt" | "attemptedAt" | "deliveredAt"; durable?: boolean } = {},
+  ): Promise<void> {
+    await mapLimit(messages, 8, ({ file }) =>
+      withFileLock(
+        file,
+        async () => {
+          const current = await readJson(file, InboxMessageSchema);
+          if (current.kind !== "ok" || (options.unlessSet && current.value[options.unlessSet])) return;
+          const durable = options.durable ?? true;
+          await writeJson(file, InboxMessageSchema, { ...current.value, ...change }, { durable });
+        },
+        this.lockTiming,
+      ),
+    );
+  }
+
   /** One inbox message; a damaged one is moved aside, reported and noted for the team's next listing. */
   async readInboxMessage(teamName: string, file: string): Promise<ReadResult<InboxMessage>> {
     return this.noted(teamName, await readJson(file, InboxMessageSchema));
