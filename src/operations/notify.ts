@@ -5,6 +5,7 @@ import { listDir } from "../state/store.ts";
 import type { TeamsContext } from "./context.ts";
 import { deliverInboxMessage } from "./delivery.ts";
 import { isLive } from "./heartbeat.ts";
+import { inboxChain } from "./inbox.ts";
 import { flushNotices, flushScheduled, SYSTEM_SENDER } from "./notice-digest.ts";
 
 export { SYSTEM_SENDER };
@@ -48,11 +49,23 @@ function logDamage(ctx: TeamsContext, team: TeamConfig, warning: string): void {
   ctx.log("warn", "a damaged inbox message was moved aside", { team: team.name, warning });
 }
 
-/** Inboxes that can take deliveries now: the leader's and those of the team's running agents. */
-async function liveInboxes(ctx: TeamsContext, team: TeamConfig): Promise<string[]> {
+/**
+ * Inboxes that can take deliveries now, with the running agent that takes them: the leader's, each running agent's,
+ * and those of the runs it resumes. A message written to a run that a parallel resume was ending, after the resume
+ * read its stored messages, stays in the old run's inbox: the successor's sweep hands it over.
+ */
+async function liveInboxes(
+  ctx: TeamsContext,
+  team: TeamConfig,
+): Promise<{ inbox: string; recipient: string }[]> {
   const { items } = await ctx.store.listAgentViews(team.name);
   const agents = items.filter((view) => view.state.role !== "leader" && isLive(view.state.status));
-  return [team.leader, ...agents.map((view) => view.state.agentId)];
+  const inboxes = [{ inbox: team.leader, recipient: team.leader }];
+  for (const { state } of agents) {
+    for (const inbox of await inboxChain(ctx, team, state.agentId))
+      inboxes.push({ inbox, recipient: state.agentId });
+  }
+  return inboxes;
 }
 
 /**
@@ -67,8 +80,8 @@ export async function deliverPending(
 ): Promise<number> {
   let delivered = 0;
   let noticesPending = false;
-  for (const agentId of await liveInboxes(ctx, team)) {
-    const dir = ctx.store.paths.inboxDir(team.name, agentId);
+  for (const { inbox, recipient } of await liveInboxes(ctx, team)) {
+    const dir = ctx.store.paths.inboxDir(team.name, inbox);
     for (const name of (await listDir(dir)).filter((file) => file.endsWith(".json")).sort()) {
       const file = path.join(dir, name);
       if (settled.has(file)) continue;
@@ -82,7 +95,9 @@ export async function deliverPending(
         noticesPending = true;
         continue;
       }
-      const outcome = await deliverInboxMessage(ctx, team, read.value).catch(() => undefined);
+      const outcome = await deliverInboxMessage(ctx, team, { ...read.value, file }, recipient).catch(
+        () => undefined,
+      );
       if (outcome?.outcome === "delivered") delivered++;
       if (outcome && outcome.outcome !== "stored") settled.add(file);
       // The recipient cannot be reached from here; its other messages would fail the same way.
