@@ -5,7 +5,6 @@ import { listDir } from "../state/store.ts";
 import type { TeamsContext } from "./context.ts";
 import { deliverInboxMessage } from "./delivery.ts";
 import { isLive } from "./heartbeat.ts";
-import { inboxChain } from "./inbox.ts";
 import { flushNotices, flushScheduled, SYSTEM_SENDER } from "./notice-digest.ts";
 
 export { SYSTEM_SENDER };
@@ -58,12 +57,25 @@ async function liveInboxes(
   ctx: TeamsContext,
   team: TeamConfig,
 ): Promise<{ inbox: string; recipient: string }[]> {
+  // Only inboxes that exist can hold anything: one listing of the team's inbox folder spares a sweep of a thousand
+  // agents a thousand directory reads and chain walks when few of them ever got a message.
+  const withMail = new Set(await listDir(path.dirname(ctx.store.paths.inboxDir(team.name, team.leader))));
+  const inboxes = withMail.has(team.leader) ? [{ inbox: team.leader, recipient: team.leader }] : [];
+  if (withMail.size === inboxes.length) return inboxes;
   const { items } = await ctx.store.listAgentViews(team.name);
-  const agents = items.filter((view) => view.state.role !== "leader" && isLive(view.state.status));
-  const inboxes = [{ inbox: team.leader, recipient: team.leader }];
-  for (const { state } of agents) {
-    for (const inbox of await inboxChain(ctx, team, state.agentId))
-      inboxes.push({ inbox, recipient: state.agentId });
+  // The records a live agent resumes, walked in memory (the same chain as inboxChain, from one listing).
+  const resumesOf = new Map(items.map(({ state }) => [state.agentId, state.resumes]));
+  for (const { state } of items) {
+    if (state.role === "leader" || !isLive(state.status)) continue;
+    const seen = new Set<string>();
+    for (
+      let id: string | undefined = state.agentId;
+      id && !seen.has(id) && seen.size < 20;
+      id = resumesOf.get(id)
+    ) {
+      seen.add(id);
+      if (withMail.has(id)) inboxes.push({ inbox: id, recipient: state.agentId });
+    }
   }
   return inboxes;
 }
