@@ -7,40 +7,32 @@ import { processCommandLine, processRunning } from "./process-info.ts";
  * sends a byte to the port, so a credential is only ever sent once the listener is known to be ours.
  */
 
-/** Local addresses that accept a connection to 127.0.0.1, as /proc/net/tcp{,6} spells them. */
-const LOOPBACK_REACHABLE = new Set([
-  "0100007F", // 127.0.0.1
-  "00000000", // 0.0.0.0
-  "00000000000000000000000000000000", // ::
-  "00000000000000000000000001000000", // ::1
-  "0000000000000000FFFF00000100007F", // ::ffff:127.0.0.1
-  "0000000000000000FFFF000000000000", // ::ffff:0.0.0.0
-]);
+/**
+ * Our server binds exactly 127.0.0.1 (/proc/net/tcp spells it 0100007F), and a connection to 127.0.0.1 lands on that
+ * socket first. Listeners on other addresses of the port (`::1`, `::`, `0.0.0.0`: any local user can bind them) do
+ * not receive our connections, so they neither prove nor disprove a server ours.
+ */
+const OUR_ADDRESS = "0100007F";
 const TCP_LISTEN = "0A";
 
-/** Listening socket inodes by port, where a connection to 127.0.0.1 could land; undefined without /proc. */
+/** Inodes of the sockets listening on 127.0.0.1, by port; undefined without /proc. */
 export async function listeningSockets(): Promise<Map<number, string[]> | undefined> {
   const byPort = new Map<number, string[]>();
-  let readAny = false;
-  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-    let text: string;
-    try {
-      text = await readFile(table, "utf8");
-      readAny = true;
-    } catch {
-      continue;
-    }
-    for (const line of text.split("\n").slice(1)) {
-      const fields = line.trim().split(/\s+/);
-      const [address, hexPort] = (fields[1] ?? "").split(":");
-      const inode = fields[9];
-      if (fields[3] !== TCP_LISTEN || !LOOPBACK_REACHABLE.has(address ?? "") || !inode || inode === "0")
-        continue;
-      const port = Number.parseInt(hexPort ?? "", 16);
-      byPort.set(port, [...(byPort.get(port) ?? []), inode]);
-    }
+  let text: string;
+  try {
+    text = await readFile("/proc/net/tcp", "utf8");
+  } catch {
+    return undefined;
   }
-  return readAny ? byPort : undefined;
+  for (const line of text.split("\n").slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    const [address, hexPort] = (fields[1] ?? "").split(":");
+    const inode = fields[9];
+    if (fields[3] !== TCP_LISTEN || address !== OUR_ADDRESS || !inode || inode === "0") continue;
+    const port = Number.parseInt(hexPort ?? "", 16);
+    byPort.set(port, [...(byPort.get(port) ?? []), inode]);
+  }
+  return byPort;
 }
 
 /** The socket inodes a process holds open (empty when its fds cannot be read: not ours, or gone). */
@@ -105,19 +97,19 @@ export function isServeCommand(argv: readonly string[], hostname: string, port: 
 }
 
 export type ListenerCheck =
-  /** The pid runs our serve command and holds every socket listening on the port. */
+  /** The pid runs our serve command and holds every socket listening on 127.0.0.1 at the port. */
   | "ours"
   /** No such process (or a zombie). */
   | "gone"
   /** The pid runs something else: a reused pid. */
   | "other-process"
-  /** The pid runs our serve command but nothing listens on the port (starting, stopping or stuck). */
+  /** The pid runs our serve command but nothing listens on 127.0.0.1 at the port (starting, stopping or stuck). */
   | "not-listening"
-  /** Something other than the pid listens on the port (alone or beside it): an impostor or a stale record. */
+  /** Something other than the pid listens on 127.0.0.1 at the port (alone or beside it): an impostor or a stale record. */
   | "other-listener";
 
 /**
- * Whether `pid` is our `opencode serve` and the only thing listening on `hostname:port`. Without /proc (not Linux)
+ * Whether `pid` is our `opencode serve` and the only thing listening on 127.0.0.1 at `port`. Without /proc (not Linux)
  * the listener cannot be checked and the command line has to do.
  */
 export async function checkListener(pid: number, hostname: string, port: number): Promise<ListenerCheck> {

@@ -169,15 +169,32 @@ type Inspection =
   /** Ours, but started without a password (by an older version): an open door. */
   | { kind: "open"; info: ServerInfo }
   /** Nothing of ours there: no record, the process is gone, or the pid or port belongs to someone else. */
-  | { kind: "absent"; check?: ListenerCheck };
+  | { kind: "absent"; check?: ServerCheck };
+
+/**
+ * checkListener's answer, plus "other-project": our serve command and socket, but not this project's markers (another
+ * project's server on a recorded pid or port after a reboot, or one started by hand or by an older version). Such a
+ * server is never sent our password nor signalled; it is left running and ours is started on another port.
+ */
+type ServerCheck = ListenerCheck | "other-project";
+
+/** ServerInfo as it may leave the process: the password never does (specs/spawn-agent.md). */
+export type PublicServerInfo = Omit<ServerInfo, "auth"> & {
+  auth?: { source: ServerAuth["source"]; username: string };
+};
+
+function publicInfo(info: ServerInfo): PublicServerInfo {
+  const { auth, ...rest } = info;
+  return auth ? { ...rest, auth: { source: auth.source, username: auth.username } } : rest;
+}
 
 export type ServerState = "running" | "unresponsive" | "unauthorized" | "unprotected" | "stopped" | "none";
 
 /** The project server as `opencode-teams server status` and get-agent-status report it. */
 export interface ServerReport {
   state: ServerState;
-  /** The recorded (or found) server; absent with state "none". */
-  info?: ServerInfo;
+  /** The recorded (or found) server, without its password; absent with state "none". */
+  info?: PublicServerInfo;
   detail: string;
 }
 
@@ -248,10 +265,20 @@ export class ServerManager {
     await chmod(this.serverDir, 0o700);
   }
 
+  /**
+   * Every write of server.json holds its own lock (the one recountActiveSessions updates it under), so a recount that
+   * read an older record cannot write it back over a new one or bring back a removed one (specs/storage.md).
+   */
   private async writeInfo(info: ServerInfo): Promise<void> {
     const valid = ServerInfoSchema.parse(info);
     await this.ensureServerDir();
-    await writeFileAtomic(this.infoPath, `${JSON.stringify(valid, null, 2)}\n`, { mode: 0o600, fsync: true });
+    await withFileLock(this.infoPath, () =>
+      writeFileAtomic(this.infoPath, `${JSON.stringify(valid, null, 2)}\n`, { mode: 0o600, fsync: true }),
+    );
+  }
+
+  private async removeInfo(): Promise<void> {
+    await withFileLock(this.infoPath, () => rm(this.infoPath, { force: true }));
   }
 
   /** A line in the server log (never a password): what was decided about the server, and why. */
@@ -266,13 +293,39 @@ export class ServerManager {
       .catch(() => {});
   }
 
-  private async verify(info: ServerInfo): Promise<ListenerCheck> {
+  /** checkListener, and then this project's markers in the process's environment: nothing is sent, nothing signalled. */
+  private async verify(info: ServerInfo): Promise<ServerCheck> {
     const ticks = await processStartTicks(info.pid);
     const key = `${info.pid}:${info.port}:${ticks}`;
     if (ticks !== undefined && key === this.verifiedKey && processRunning(info.pid)) return "ours";
-    const check = await checkListener(info.pid, HOSTNAME, info.port);
+    let check: ServerCheck = await checkListener(info.pid, HOSTNAME, info.port);
+    if ((check === "ours" || check === "not-listening") && !(await this.carriesMarkers(info.pid))) {
+      check = "other-project";
+    }
     this.verifiedKey = check === "ours" && ticks !== undefined ? key : undefined;
     return check;
+  }
+
+  /**
+   * The process carries this project's markers. Without /proc (not Linux) another process's environment cannot be
+   * read and the command line and socket checks have to do.
+   */
+  private async carriesMarkers(pid: number): Promise<boolean> {
+    if (process.platform !== "linux") return true;
+    return (await this.projectEnvironment(pid)) !== undefined;
+  }
+
+  /**
+   * SIGTERM then SIGKILL to a server verified ours, asking again right before each signal that the pid is still the
+   * same process (its start time) with this project's markers: a pid that changed hands meanwhile is never signalled.
+   */
+  private async terminateServer(pid: number): Promise<boolean> {
+    const ticks = await processStartTicks(pid);
+    return terminateProcess(
+      pid,
+      5_000,
+      async () => (await processStartTicks(pid)) === ticks && (await this.carriesMarkers(pid)),
+    );
   }
 
   /**
@@ -335,7 +388,7 @@ export class ServerManager {
               "warn",
               `the project's server (pid ${seen.info.pid}) has no password (started by an older opencode-teams); stopping it and starting a protected one`,
             );
-            await terminateProcess(seen.info.pid, 5_000);
+            await this.terminateServer(seen.info.pid);
             return this.start();
           case "absent":
             if (info && seen.check) {
@@ -450,14 +503,14 @@ export class ServerManager {
       "warn",
       `our server pid ${orphan.pid} lost its record and its password cannot be recovered; stopping it and starting a fresh one`,
     );
-    await terminateProcess(orphan.pid, 5_000);
+    await this.terminateServer(orphan.pid);
     return undefined;
   }
 
   /** For `opencode-teams server status` and get-agent-status: what runs, checked without starting anything. */
   async report(): Promise<ServerReport> {
-    const info = await this.readInfo();
-    if (!info) {
+    const recorded = await this.readInfo();
+    if (!recorded) {
       const orphan = await this.findOrphan();
       return orphan
         ? {
@@ -469,7 +522,8 @@ export class ServerManager {
             detail: "no OpenCode server recorded for this project; the first spawn-agent starts one",
           };
     }
-    const seen = await this.inspect(info, 1, UNRESPONSIVE_PROBE_MS);
+    const seen = await this.inspect(recorded, 1, UNRESPONSIVE_PROBE_MS);
+    const info = publicInfo(recorded);
     const where = `${urlOf(info.port)} (pid ${info.pid})`;
     switch (seen.kind) {
       case "healthy":
@@ -495,9 +549,13 @@ export class ServerManager {
 
   /**
    * Stop the project's server: the recorded one, or our orphan, and only a pid verified ours. server.json goes with
-   * it. Serialised with starts, so a concurrent spawn does not reuse a server being stopped.
+   * it. Serialised with starts, so a concurrent spawn does not reuse a server being stopped. `stillIdle`, when given,
+   * is asked under that lock right before the signal; a no leaves the server running.
    */
-  async stop(reason: string): Promise<{ stopped: boolean; detail: string }> {
+  async stop(
+    reason: string,
+    stillIdle?: () => Promise<boolean>,
+  ): Promise<{ stopped: boolean; detail: string }> {
     await this.ensureServerDir();
     return withFileLock(
       path.join(this.serverDir, "start"),
@@ -505,22 +563,32 @@ export class ServerManager {
         const info = await this.readInfo();
         let target: { pid: number; port: number } | undefined;
         if (info) {
-          const check = await checkListener(info.pid, HOSTNAME, info.port);
-          // One that stopped listening (wedged, half shut down) is still ours to stop when it carries our markers.
-          const stale = check === "not-listening" && (await this.projectEnvironment(info.pid));
-          if (check === "ours" || stale) target = info;
+          const check = await this.verify(info);
+          // One that stopped listening (wedged, half shut down) is still ours to stop: verify saw our markers.
+          if (check === "ours" || check === "not-listening") target = info;
         }
         target ??= await this.findOrphan();
         if (!target) {
-          if (info) await rm(this.infoPath, { force: true });
+          // The record names nothing of ours that runs (verified above): nothing is orphaned by removing it.
+          if (info) await this.removeInfo();
           return { stopped: false, detail: "no server of this project is running" };
         }
+        // Asked under the start lock, right before the signal: a spawn that came in meanwhile keeps its server.
+        if (stillIdle && !(await stillIdle())) {
+          return {
+            stopped: false,
+            detail: `pid ${target.pid} left running: an agent of the project runs on it`,
+          };
+        }
         await this.note("info", `stopping the project's server pid ${target.pid}: ${reason}`);
-        if (!(await terminateProcess(target.pid, 5_000))) {
-          return { stopped: false, detail: `pid ${target.pid} survived SIGKILL` };
+        if (!(await this.terminateServer(target.pid))) {
+          return {
+            stopped: false,
+            detail: `pid ${target.pid} survived SIGKILL or changed hands; server.json is kept`,
+          };
         }
         startedHere.delete(target.pid);
-        await rm(this.infoPath, { force: true });
+        await this.removeInfo();
         return { stopped: true, detail: `stopped ${urlOf(target.port)} (pid ${target.pid})` };
       },
       { maxWaitMs: 2 * this.config.startTimeoutMs + 15_000 },

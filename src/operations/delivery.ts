@@ -3,6 +3,7 @@ import type { OpencodeApi } from "../edges/opencode-api.ts";
 import { withFileLock } from "../state/lock.ts";
 import { type InboxMessage, InboxMessageSchema, type TeamConfig } from "../state/schemas.ts";
 import { readJson } from "../state/store.ts";
+import type { FiledMessage } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 
 /**
@@ -70,14 +71,16 @@ export function renderMessage(message: InboxMessage): string {
   return `${messageHeader(message)}\n${message.text}`;
 }
 
-/** Whether the session already holds a user message that starts with `header` (a delivery whose marking was lost). */
+/** Whether the session already holds a user message with `header` in it (a delivery whose marking was lost). */
 export async function sessionShows(target: Target, header: string): Promise<boolean> {
   const texts = await target.server.userMessageTexts(target.sessionId);
-  return texts.some((text) => text.startsWith(header));
+  // Anywhere in the text: a resume prompt hands stored messages over after its continuation.
+  return texts.some((text) => text.includes(header));
 }
 
 /**
- * Put one inbox message into its recipient's session, exactly once. Under the message file's lock, re-read it (another
+ * Put one inbox message into its recipient's session, exactly once. The recipient is the message's addressee, or the
+ * live run that resumes it (a message stored for an earlier run goes to the session of the run that took over). Under the message file's lock, re-read it (another
  * process may have delivered it). An earlier attempt (`attemptedAt`, written just before every send) may have reached
  * the session and died before marking it, or lost the server's answer: then the session is searched for the message's
  * header before sending again, so the model never sees it twice. Errors propagate: the message stays undelivered for a
@@ -86,17 +89,18 @@ export async function sessionShows(target: Target, header: string): Promise<bool
 export async function deliverInboxMessage(
   ctx: TeamsContext,
   team: TeamConfig,
-  message: InboxMessage,
+  message: FiledMessage,
+  recipient: string = message.to,
 ): Promise<DeliveryOutcome> {
-  const file = ctx.store.inboxMessageFile(message);
+  const { file } = message;
   return withFileLock(
     file,
     async () => {
       const read = await readJson(file, InboxMessageSchema);
       if (read.kind !== "ok") return { delivery: "stored", outcome: "gone" };
-      const current = read.value;
+      const current = { ...read.value, file };
       if (current.deliveredAt) return { delivery: "queued", outcome: "already" };
-      const target = await targetOf(ctx, team, current.to);
+      const target = await targetOf(ctx, team, recipient);
       if (!target) return { delivery: "stored", outcome: "stored" };
       const { statuses } = await target.server.sessionStatuses(
         target.directory ? [target.directory] : undefined,

@@ -1,11 +1,10 @@
 import { isoNow } from "../clock.ts";
-import { mapLimit } from "../map-limit.ts";
-import { withFileLock } from "../state/lock.ts";
+import type { OpencodeApi } from "../edges/opencode-api.ts";
 import { assertTeamName } from "../state/paths.ts";
-import { type InboxMessage, InboxMessageSchema, type TeamConfig } from "../state/schemas.ts";
-import { readJson, writeJson } from "../state/store.ts";
+import type { InboxMessage, TeamConfig } from "../state/schemas.ts";
+import type { FiledMessage } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
-import { renderMessage } from "./delivery.ts";
+import { messageHeader, renderMessage, sessionShows } from "./delivery.ts";
 import { loadTeam, requireMember } from "./identity.ts";
 import { CallerError, type OpResult } from "./result.ts";
 
@@ -39,7 +38,7 @@ export interface ReadMessagesOutput {
 }
 
 /** The inbox ids of `agentId` and of the runs it resumes (messages stored for an earlier run stay in its inbox). */
-async function inboxChain(ctx: TeamsContext, team: TeamConfig, agentId: string): Promise<string[]> {
+export async function inboxChain(ctx: TeamsContext, team: TeamConfig, agentId: string): Promise<string[]> {
   const chain = [agentId];
   let current = agentId;
   while (chain.length < 20) {
@@ -58,8 +57,8 @@ export async function listInbox(
   team: TeamConfig,
   agentId: string,
   filter: { unreadOnly?: boolean; from?: string } = {},
-): Promise<{ items: InboxMessage[]; warnings: string[] }> {
-  const items: InboxMessage[] = [];
+): Promise<{ items: FiledMessage[]; warnings: string[] }> {
+  const items: FiledMessage[] = [];
   const warnings: string[] = [];
   for (const id of await inboxChain(ctx, team, agentId)) {
     const listed = await ctx.store.readInbox(team.name, id);
@@ -76,33 +75,17 @@ export async function listInbox(
   return { items: kept, warnings };
 }
 
-/**
- * Set `field` on messages that do not have it yet, each under its file's lock and re-read first, so two markings of
- * one message at the same time (a delivery and a read) never undo each other.
- */
-async function markMessages(
+/** Set `field` to now on messages that do not have it yet; only a delivery mark is flushed to disk. */
+function markMessages(
   ctx: TeamsContext,
-  messages: readonly InboxMessage[],
-  field: "readAt" | "deliveredAt",
+  messages: readonly FiledMessage[],
+  field: "readAt" | "attemptedAt" | "deliveredAt",
 ): Promise<void> {
-  const at = isoNow(ctx.clock);
-  await mapLimit(messages, 8, (message) => {
-    const file = ctx.store.inboxMessageFile(message);
-    return withFileLock(
-      file,
-      async () => {
-        const current = await readJson(file, InboxMessageSchema);
-        if (current.kind !== "ok" || current.value[field]) return;
-        await writeJson(
-          file,
-          InboxMessageSchema,
-          { ...current.value, [field]: at },
-          { durable: field !== "readAt" },
-        );
-      },
-      ctx.store.lockTiming,
-    );
-  });
+  return ctx.store.markInboxMessages(
+    messages,
+    { [field]: isoNow(ctx.clock) },
+    { unlessSet: field, durable: field === "deliveredAt" },
+  );
 }
 
 /** Messages kept for `agentId` (and the runs it resumes) that never reached its session, oldest first. */
@@ -110,9 +93,40 @@ export async function storedMessages(
   ctx: TeamsContext,
   team: TeamConfig,
   agentId: string,
-): Promise<InboxMessage[]> {
+): Promise<FiledMessage[]> {
   const { items } = await listInbox(ctx, team, agentId);
   return items.filter((message) => message.type === "message" && !message.deliveredAt).reverse();
+}
+
+/**
+ * The stored messages a resume prompt hands over. Into a reused session, one whose delivery was attempted (by a send
+ * or an earlier resume that died before marking it) and that the session already shows is marked delivered instead:
+ * handing it over again would show the model the same message twice.
+ */
+export async function messagesToHandOver(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+  reused: { server: OpencodeApi; sessionId: string } | undefined,
+): Promise<FiledMessage[]> {
+  const stored = await storedMessages(ctx, team, agentId);
+  if (!reused) return stored;
+  const shown: FiledMessage[] = [];
+  for (const message of stored) {
+    // When the session cannot be read, hand it over: a message seen twice is better than one never seen.
+    if (message.attemptedAt && (await sessionShows(reused, messageHeader(message)).catch(() => false)))
+      shown.push(message);
+  }
+  await markMessages(ctx, shown, "deliveredAt");
+  return stored.filter((message) => !shown.includes(message));
+}
+
+/**
+ * Marked before the resume prompt goes out: a process that dies after sending it and before marking the messages
+ * delivered loses only that mark, and the next attempt finds the messages in the session.
+ */
+export function markHandOverAttempted(ctx: TeamsContext, messages: readonly FiledMessage[]): Promise<void> {
+  return markMessages(ctx, messages, "attemptedAt");
 }
 
 /** The part of a resume prompt that hands stored messages over, each with its usual header. */
@@ -125,7 +139,7 @@ export function handOverText(messages: readonly InboxMessage[]): string {
 }
 
 /** Stored messages that went out in a resume prompt count as delivered. */
-export function markHandedOver(ctx: TeamsContext, messages: readonly InboxMessage[]): Promise<void> {
+export function markHandedOver(ctx: TeamsContext, messages: readonly FiledMessage[]): Promise<void> {
   return markMessages(ctx, messages, "deliveredAt");
 }
 

@@ -1,14 +1,9 @@
 import { v4 as uuidv4 } from "uuid";
 import { isoNow } from "../clock.ts";
-import { mapLimit } from "../map-limit.ts";
 import { withFileLock } from "../state/lock.ts";
-import {
-  type InboxMessage,
-  InboxMessageSchema,
-  NoticeDigestSchema,
-  type TeamConfig,
-} from "../state/schemas.ts";
+import { type InboxMessage, NoticeDigestSchema, type TeamConfig } from "../state/schemas.ts";
 import { readJson, writeJson } from "../state/store.ts";
+import type { FiledMessage } from "../state/team-store.ts";
 import type { TeamsContext } from "./context.ts";
 import { serverWithSession, sessionShows } from "./delivery.ts";
 
@@ -51,7 +46,7 @@ function isNotice(message: InboxMessage): boolean {
   return message.type !== "message";
 }
 
-async function pendingNotices(ctx: TeamsContext, team: TeamConfig): Promise<InboxMessage[]> {
+async function pendingNotices(ctx: TeamsContext, team: TeamConfig): Promise<FiledMessage[]> {
   const { items } = await ctx.store.readInbox(team.name, team.leader);
   return items.filter((message) => isNotice(message) && !message.deliveredAt);
 }
@@ -63,6 +58,19 @@ function timerKey(ctx: TeamsContext, team: TeamConfig): string {
 /** Whether this process already waits for the current window's end: a notice written now goes with that flush. */
 export function flushScheduled(ctx: TeamsContext, team: TeamConfig): boolean {
   return timers.has(timerKey(ctx, team));
+}
+
+/** How far a last-sent time may lie ahead of this clock (processes' clocks differ a little) and still hold a window. */
+const CLOCK_SKEW_MS = 2_000;
+
+/**
+ * How long ago the last digest went out. A time further in the future than a small skew (a clock stepped back, a
+ * hand-edited file) or one that does not parse counts as long ago: it must never hold an agent's death back.
+ */
+function sinceLastDigest(lastSentAt: string | undefined, now: number): number {
+  const sent = lastSentAt === undefined ? Number.NaN : Date.parse(lastSentAt);
+  if (!Number.isFinite(sent) || sent - now > CLOCK_SKEW_MS) return Number.POSITIVE_INFINITY;
+  return Math.max(0, now - sent);
 }
 
 /** Arrange for this process to flush again once the window that started at the last digest is over. */
@@ -101,9 +109,9 @@ export async function flushNotices(ctx: TeamsContext, team: TeamConfig): Promise
     async () => {
       const state = await readJson(stateFile, NoticeDigestSchema);
       const now = ctx.clock.now();
-      const since = state.kind === "ok" ? now - Date.parse(state.value.lastSentAt) : Number.POSITIVE_INFINITY;
+      const since = sinceLastDigest(state.kind === "ok" ? state.value.lastSentAt : undefined, now);
       if (since < ctx.options.noticeDigestMs) {
-        schedule(ctx, team, ctx.options.noticeDigestMs - since);
+        schedule(ctx, team, Math.min(ctx.options.noticeDigestMs, ctx.options.noticeDigestMs - since));
         return 0;
       }
       const pending = await pendingNotices(ctx, team);
@@ -115,9 +123,9 @@ export async function flushNotices(ctx: TeamsContext, team: TeamConfig): Promise
       const fresh = pending.filter((notice) => !settled.has(notice.id));
       if (fresh.length > 0) {
         const digestId = uuidv4();
-        await mark(ctx, fresh, { digestId });
+        await ctx.store.markInboxMessages(fresh, { digestId });
         await server.promptAsync(team.leaderSessionId, digestText(team, digestId, fresh), { noReply: true });
-        await mark(ctx, fresh, { digestId, deliveredAt: isoNow(ctx.clock) });
+        await ctx.store.markInboxMessages(fresh, { digestId, deliveredAt: isoNow(ctx.clock) });
         await writeJson(stateFile, NoticeDigestSchema, { version: 1, lastSentAt: isoNow(ctx.clock) });
       }
       return pending.length;
@@ -131,30 +139,15 @@ async function settleEarlierDigests(
   ctx: TeamsContext,
   team: TeamConfig,
   target: Parameters<typeof sessionShows>[0],
-  pending: readonly InboxMessage[],
+  pending: readonly FiledMessage[],
 ): Promise<Set<string>> {
   const settled = new Set<string>();
   const digestIds = new Set(pending.flatMap((notice) => (notice.digestId ? [notice.digestId] : [])));
   for (const digestId of digestIds) {
     if (!(await sessionShows(target, digestHeader(team, digestId)))) continue;
     const sent = pending.filter((notice) => notice.digestId === digestId);
-    await mark(ctx, sent, { digestId, deliveredAt: isoNow(ctx.clock) });
+    await ctx.store.markInboxMessages(sent, { digestId, deliveredAt: isoNow(ctx.clock) });
     for (const notice of sent) settled.add(notice.id);
   }
   return settled;
-}
-
-/** Each under its file's lock and re-read, so a read-messages marking one read at the same time loses nothing. */
-function mark(ctx: TeamsContext, notices: readonly InboxMessage[], change: Partial<InboxMessage>) {
-  return mapLimit(notices, 16, (notice) => {
-    const file = ctx.store.inboxMessageFile(notice);
-    return withFileLock(
-      file,
-      async () => {
-        const current = await readJson(file, InboxMessageSchema);
-        if (current.kind === "ok") await writeJson(file, InboxMessageSchema, { ...current.value, ...change });
-      },
-      ctx.store.lockTiming,
-    );
-  });
 }

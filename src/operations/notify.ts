@@ -48,11 +48,36 @@ function logDamage(ctx: TeamsContext, team: TeamConfig, warning: string): void {
   ctx.log("warn", "a damaged inbox message was moved aside", { team: team.name, warning });
 }
 
-/** Inboxes that can take deliveries now: the leader's and those of the team's running agents. */
-async function liveInboxes(ctx: TeamsContext, team: TeamConfig): Promise<string[]> {
+/**
+ * Inboxes that can take deliveries now, with the running agent that takes them: the leader's, each running agent's,
+ * and those of the runs it resumes. A message written to a run that a parallel resume was ending, after the resume
+ * read its stored messages, stays in the old run's inbox: the successor's sweep hands it over.
+ */
+async function liveInboxes(
+  ctx: TeamsContext,
+  team: TeamConfig,
+): Promise<{ inbox: string; recipient: string }[]> {
+  // Only inboxes that exist can hold anything: one listing of the team's inbox folder spares a sweep of a thousand
+  // agents a thousand directory reads and chain walks when few of them ever got a message.
+  const withMail = new Set(await listDir(path.dirname(ctx.store.paths.inboxDir(team.name, team.leader))));
+  const inboxes = withMail.has(team.leader) ? [{ inbox: team.leader, recipient: team.leader }] : [];
+  if (withMail.size === inboxes.length) return inboxes;
   const { items } = await ctx.store.listAgentViews(team.name);
-  const agents = items.filter((view) => view.state.role !== "leader" && isLive(view.state.status));
-  return [team.leader, ...agents.map((view) => view.state.agentId)];
+  // The records a live agent resumes, walked in memory (the same chain as inboxChain, from one listing).
+  const resumesOf = new Map(items.map(({ state }) => [state.agentId, state.resumes]));
+  for (const { state } of items) {
+    if (state.role === "leader" || !isLive(state.status)) continue;
+    const seen = new Set<string>();
+    for (
+      let id: string | undefined = state.agentId;
+      id && !seen.has(id) && seen.size < 20;
+      id = resumesOf.get(id)
+    ) {
+      seen.add(id);
+      if (withMail.has(id)) inboxes.push({ inbox: id, recipient: state.agentId });
+    }
+  }
+  return inboxes;
 }
 
 /**
@@ -67,8 +92,8 @@ export async function deliverPending(
 ): Promise<number> {
   let delivered = 0;
   let noticesPending = false;
-  for (const agentId of await liveInboxes(ctx, team)) {
-    const dir = ctx.store.paths.inboxDir(team.name, agentId);
+  for (const { inbox, recipient } of await liveInboxes(ctx, team)) {
+    const dir = ctx.store.paths.inboxDir(team.name, inbox);
     for (const name of (await listDir(dir)).filter((file) => file.endsWith(".json")).sort()) {
       const file = path.join(dir, name);
       if (settled.has(file)) continue;
@@ -82,7 +107,9 @@ export async function deliverPending(
         noticesPending = true;
         continue;
       }
-      const outcome = await deliverInboxMessage(ctx, team, read.value).catch(() => undefined);
+      const outcome = await deliverInboxMessage(ctx, team, { ...read.value, file }, recipient).catch(
+        () => undefined,
+      );
       if (outcome?.outcome === "delivered") delivered++;
       if (outcome && outcome.outcome !== "stored") settled.add(file);
       // The recipient cannot be reached from here; its other messages would fail the same way.

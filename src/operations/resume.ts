@@ -5,7 +5,7 @@ import { assertAgentId, assertTeamName } from "../state/paths.ts";
 import type { AgentState, TeamConfig } from "../state/schemas.ts";
 import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireLeader } from "./identity.ts";
-import { handOverText, markHandedOver, storedMessages } from "./inbox.ts";
+import { handOverText, markHandedOver, markHandOverAttempted, messagesToHandOver } from "./inbox.ts";
 import { finishAgent, readAgentOrFail } from "./kill.ts";
 import { CallerError, fail, type OpResult } from "./result.ts";
 import { claimBy, claimHolds, withoutClaim } from "./resume-claim.ts";
@@ -221,7 +221,9 @@ async function relaunch(
 
   const sessionReused = await server.api.sessionExists(old.sessionId).catch(() => false);
   // Messages sent to it while it was stopped were kept in its inbox: the continuation hands them over.
-  const stored = await storedMessages(ctx, team, old.agentId);
+  const reused = sessionReused ? { server: server.api, sessionId: old.sessionId } : undefined;
+  const stored = await messagesToHandOver(ctx, team, old.agentId, reused);
+  await markHandOverAttempted(ctx, stored);
   const handOver = stored.length > 0 ? `\n\n${handOverText(stored)}` : "";
   const text = (agentId: string) => `${continuation ?? defaultContinuation(old, agentId)}${handOver}`;
   const launched = await launchAgent(

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync, statSync, unlinkSync } from "node:fs";
-import { rm, unlink, utimes, writeFile } from "node:fs/promises";
+import { link, rename, rm, unlink, utimes, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -16,6 +16,11 @@ export interface LockTiming {
 const DEFAULT_TIMING: LockTiming = { staleMs: 10_000, maxWaitMs: 30_000 };
 /** A lock file whose mtime is further ahead than this was written before the clock went back: it is stale. */
 const FUTURE_SKEW_MS = 2_000;
+/**
+ * A lock or guard of a live process of this host goes stale only after this many `staleMs`: its holder refreshes it
+ * whatever its age, so it is this old only if the holder stalled that long or died and its pid was reused.
+ */
+const LIVE_OWNER_STALE_FACTOR = 6;
 const HOST = hostname();
 
 export class LockTimeoutError extends Error {
@@ -77,23 +82,55 @@ function inspect(lock: string): Seen | undefined {
   }
 }
 
-/** Whether the holder recorded in a lock is a process of this host that no longer exists. */
-function ownerIsDead(owner: string): boolean {
+/** Whether a lock's token names a process of this host: "dead", "alive", or undefined (another host, no token). */
+function localOwner(owner: string): "dead" | "alive" | undefined {
   const [pidText, host] = owner.split(" ");
   const pid = Number(pidText);
-  if (host !== HOST || !Number.isInteger(pid) || pid <= 0) return false;
+  if (host !== HOST || !Number.isInteger(pid) || pid <= 0) return undefined;
   try {
     process.kill(pid, 0);
-    return false;
+    return "alive";
   } catch (error) {
-    return code(error) === "ESRCH";
+    return code(error) === "ESRCH" ? "dead" : "alive";
   }
 }
 
-/** See specs/storage.md (Cross-process safety) for when a lock counts as abandoned. */
+/** See specs/storage.md (Cross-process safety) for when a lock (or a takeover guard) counts as abandoned. */
 function isStale(seen: Seen, staleMs: number): boolean {
   const age = Date.now() - seen.mtimeMs;
-  return age > staleMs || age < -FUTURE_SKEW_MS || ownerIsDead(seen.owner);
+  if (age < -FUTURE_SKEW_MS) return true;
+  const local = localOwner(seen.owner);
+  if (local === "dead") return true;
+  return age > (local === "alive" ? staleMs * LIVE_OWNER_STALE_FACTOR : staleMs);
+}
+
+/**
+ * Break an abandoned takeover guard only if what is there passes `stillSame`: move whatever is at the path to a unique
+ * name, judge what was moved, and put it back (link, which never replaces a newer file) if it is not the one judged.
+ * Several waiters may judge one abandoned guard at once, and nothing serialises them: a check on the path followed by
+ * a removal by path would remove the guard a live taker created in between.
+ */
+async function breakIfSame(file: string, stillSame: (seen: Seen) => boolean): Promise<"removed" | "changed"> {
+  const aside = `${file}.${randomBytes(8).toString("hex")}.aside`;
+  try {
+    await rename(file, aside);
+  } catch (error) {
+    if (code(error) === "ENOENT") return "changed";
+    throw error;
+  }
+  const seen = inspect(aside);
+  if (seen && stillSame(seen)) {
+    await rm(aside, { recursive: true, force: true });
+    return "removed";
+  }
+  // Not the one judged: a live holder's. Put it back; if the path was taken meanwhile, the holder has lost it and its
+  // token check keeps it from removing the newer one.
+  await link(aside, file).catch(async (error) => {
+    // A directory (an older version's lock) cannot be linked; moving it back is safe only when nothing took the path.
+    if (code(error) !== "EEXIST") await rename(aside, file).catch(() => {});
+  });
+  await rm(aside, { recursive: true, force: true });
+  return "changed";
 }
 
 /**
@@ -108,20 +145,37 @@ async function removeUnderGuard(
   stillSame: (seen: Seen) => boolean,
 ): Promise<"removed" | "changed" | "busy"> {
   const guard = `${lock}.takeover`;
-  if (!(await tryCreate(guard, newOwnerToken()))) {
-    // Held for microseconds by a live taker: one found stale crashed mid-takeover.
-    const seen = inspect(guard);
-    if (seen && isStale(seen, staleMs)) await rm(guard, { force: true });
+  const token = newOwnerToken();
+  if (!(await tryCreate(guard, token))) {
+    // Held for microseconds by a live taker: one found stale crashed mid-takeover. Broken like a lock, atomically, so
+    // two waiters that judged it cannot each break a guard and both hold one.
+    const judged = inspect(guard);
+    if (judged && isStale(judged, staleMs))
+      await breakIfSame(guard, (seen) => sameStale(seen, judged, staleMs));
     return "busy";
   }
   try {
+    // Under the guard the lock can only appear (a locker creates it) or be released fresh by its own live holder, never
+    // be replaced: so a check and a removal by path are one step here. Moving it aside instead would empty the path
+    // for a moment whenever it is not the one judged, and a locker could create a second lock beside its holder.
     const seen = inspect(lock);
     if (!seen || !stillSame(seen)) return "changed";
     await rm(lock, { recursive: true, force: true });
     return "removed";
   } finally {
-    await unlink(guard).catch(() => {});
+    // Only our own guard: one broken while we stalled belongs to another taker now.
+    if (inspect(guard)?.owner === token) await unlink(guard).catch(() => {});
   }
+}
+
+/** The very instance judged (same inode, token and mtime), and still abandoned. */
+function sameStale(seen: Seen, judged: Seen, staleMs: number): boolean {
+  return (
+    seen.ino === judged.ino &&
+    seen.owner === judged.owner &&
+    seen.mtimeMs === judged.mtimeMs &&
+    isStale(seen, staleMs)
+  );
 }
 
 /** Create `file` exclusively holding `owner`; false when it exists. */
@@ -150,11 +204,7 @@ async function tryAcquire(lock: string, owner: string, staleMs: number): Promise
   const judged = inspect(lock);
   // Gone meanwhile: the holder just released it.
   if (!judged || !isStale(judged, staleMs)) return false;
-  const removal = await removeUnderGuard(
-    lock,
-    staleMs,
-    (seen) => seen.ino === judged.ino && seen.owner === judged.owner && isStale(seen, staleMs),
-  );
+  const removal = await removeUnderGuard(lock, staleMs, (seen) => sameStale(seen, judged, staleMs));
   return removal === "removed" && (await tryCreate(lock, owner));
 }
 
@@ -202,12 +252,13 @@ async function retryUntil(attempt: () => Promise<boolean>, maxWaitMs: number, wh
 }
 
 /**
- * Keep a lock fresh while its holder legitimately keeps it for long (a server start), so nobody takes it over. A lock
- * that is already old, or no longer ours, is left as it is: someone may be taking it over, and a fresh mtime would
- * make their re-check lie.
+ * Keep a lock fresh while its holder legitimately keeps it for long (a server start), so nobody takes it over, even
+ * after the holder stalled: a live holder must never look abandoned. A lock no longer ours is left alone. A taker
+ * that judged the old mtime backs off under its guard (it re-checks the mtime), and one past that check has judged a
+ * holder stalled beyond the stale time (see specs/storage.md).
  */
-async function refresh(lock: string, owner: string, staleMs: number): Promise<void> {
-  if (!isOwnFresh(inspect(lock), owner, staleMs)) return;
+async function refresh(lock: string, owner: string): Promise<void> {
+  if (inspect(lock)?.owner !== owner) return;
   const now = new Date();
   await utimes(lock, now, now);
 }
@@ -226,7 +277,7 @@ async function acquireFileLock(file: string, timing: Partial<LockTiming>): Promi
   held.set(lock, { owner, staleMs: full.staleMs });
   const refresher = setInterval(
     () => {
-      refresh(lock, owner, full.staleMs).catch(() => {});
+      refresh(lock, owner).catch(() => {});
     },
     Math.max(1, Math.floor(full.staleMs / 6)),
   );

@@ -50,6 +50,12 @@ export interface UnreadableAgent {
   salvaged: SalvagedAgent;
 }
 
+/**
+ * An inbox message and the file it was listed from. Markings go to that file: its name need not match the content
+ * (a file restored from a backup or copied by hand), and a path rebuilt from the content would find nothing.
+ */
+export type FiledMessage = InboxMessage & { file: string };
+
 export interface Listed<T> {
   items: T[];
   warnings: string[];
@@ -402,10 +408,11 @@ export class TeamStore {
 
   // Inbox: one file per message, so delivering never rewrites (or contends on) earlier messages.
 
-  async appendInbox(message: Omit<InboxMessage, "version" | "id">): Promise<InboxMessage> {
+  async appendInbox(message: Omit<InboxMessage, "version" | "id">): Promise<FiledMessage> {
     const full: InboxMessage = { version: 1, id: uuidv4(), ...message };
-    await createJson(this.inboxMessageFile(full), InboxMessageSchema, full);
-    return full;
+    const file = this.inboxMessageFile(full);
+    await createJson(file, InboxMessageSchema, full);
+    return { ...full, file };
   }
 
   /** Where one inbox message lives: named by creation time, so a directory listing sorts oldest first. */
@@ -415,14 +422,37 @@ export class TeamStore {
   }
 
   /** Not flushed: after a power cut that lost it the session is not checked, but the server lost its recent state too. */
-  async markInboxAttempted(message: InboxMessage, attemptedAt: string): Promise<InboxMessage> {
+  async markInboxAttempted(message: FiledMessage, attemptedAt: string): Promise<FiledMessage> {
     const attempted = { ...message, attemptedAt };
-    await writeJson(this.inboxMessageFile(message), InboxMessageSchema, attempted, { durable: false });
+    await writeJson(message.file, InboxMessageSchema, attempted, { durable: false });
     return attempted;
   }
 
-  async markInboxDelivered(message: InboxMessage, deliveredAt: string): Promise<void> {
-    await writeJson(this.inboxMessageFile(message), InboxMessageSchema, { ...message, deliveredAt });
+  async markInboxDelivered(message: FiledMessage, deliveredAt: string): Promise<void> {
+    await writeJson(message.file, InboxMessageSchema, { ...message, deliveredAt });
+  }
+
+  /**
+   * Write `change` into each message's file, under its lock and re-read first, so two markings of one message at the
+   * same time (a delivery and a read) never undo each other. `unlessSet`: a file that has this field keeps its value.
+   */
+  async markInboxMessages(
+    messages: readonly FiledMessage[],
+    change: Partial<InboxMessage>,
+    options: { unlessSet?: "readAt" | "attemptedAt" | "deliveredAt"; durable?: boolean } = {},
+  ): Promise<void> {
+    await mapLimit(messages, 8, ({ file }) =>
+      withFileLock(
+        file,
+        async () => {
+          const current = await readJson(file, InboxMessageSchema);
+          if (current.kind !== "ok" || (options.unlessSet && current.value[options.unlessSet])) return;
+          const durable = options.durable ?? true;
+          await writeJson(file, InboxMessageSchema, { ...current.value, ...change }, { durable });
+        },
+        this.lockTiming,
+      ),
+    );
   }
 
   /** One inbox message; a damaged one is moved aside, reported and noted for the team's next listing. */
@@ -430,14 +460,15 @@ export class TeamStore {
     return this.noted(teamName, await readJson(file, InboxMessageSchema));
   }
 
-  async readInbox(teamName: string, agentId: string): Promise<Listed<InboxMessage>> {
+  async readInbox(teamName: string, agentId: string): Promise<Listed<FiledMessage>> {
     const dir = this.paths.inboxDir(teamName, agentId);
     const files = (await listDir(dir)).filter((file) => file.endsWith(".json")).sort();
-    const items: InboxMessage[] = [];
+    const items: FiledMessage[] = [];
     const warnings: string[] = [];
-    for (const file of files) {
-      const read = await this.readInboxMessage(teamName, path.join(dir, file));
-      if (read.kind === "ok") items.push(read.value);
+    for (const name of files) {
+      const file = path.join(dir, name);
+      const read = await this.readInboxMessage(teamName, file);
+      if (read.kind === "ok") items.push({ ...read.value, file });
       else if (read.kind === "corrupt") warnings.push(`inbox message ${read.warning}`);
     }
     return { items, warnings };

@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm, utimes, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { withFileLock } from "../../src/state/lock.ts";
 
@@ -72,6 +72,75 @@ test("a holder whose lock was taken over (it stalled past staleMs) leaves the ta
     letTakerGo();
     await taker;
     expect(existsSync(lock)).toBe(false);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("the takeover guard of a live taker (stalled inside it past staleMs) is never broken by its age", async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), "oct-lock-guard-"));
+  try {
+    const file = path.join(dir, "state.json");
+    const lock = `${file}.lock`;
+    const old = new Date(Date.now() - 2_000);
+    // A stale lock, and the guard of a taker that is alive (this process) and has sat inside it for 2 x staleMs.
+    await writeFile(lock, "1 other-host.example dead");
+    await utimes(lock, new Date(0), new Date(0));
+    await writeFile(`${lock}.takeover`, `${process.pid} ${hostname()} stalled`);
+    await utimes(`${lock}.takeover`, old, old);
+    // Breaking it would let a second taker into the guard beside the stalled one: two takers, two holders.
+    await expect(withFileLock(file, async () => "in", { staleMs: 1_000, maxWaitMs: 500 })).rejects.toThrow(
+      "Timed out",
+    );
+    expect(await readFile(`${lock}.takeover`, "utf8")).toBe(`${process.pid} ${hostname()} stalled`);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("the takeover guard of a dead taker is broken at once, and the stale lock is taken over", async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), "oct-lock-guard-dead-"));
+  try {
+    const file = path.join(dir, "state.json");
+    const lock = `${file}.lock`;
+    const child = Bun.spawn(["true"]);
+    await child.exited;
+    await writeFile(lock, `${child.pid} ${hostname()} crashed`);
+    await writeFile(`${lock}.takeover`, `${child.pid} ${hostname()} crashed-too`);
+    expect(await withFileLock(file, async () => "in", { maxWaitMs: 1_500 })).toBe("in");
+    expect(existsSync(`${lock}.takeover`)).toBe(false);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test("a holder that stalls for more than half the stale time keeps its lock: nobody gets in beside it", async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), "oct-lock-stall-"));
+  try {
+    const file = path.join(dir, "state.json");
+    const timing = { staleMs: 400, maxWaitMs: 5_000 };
+    let inside = 0;
+    let overlaps = 0;
+    const enter = async (hold: () => Promise<void>) => {
+      inside++;
+      if (inside > 1) overlaps++;
+      await hold();
+      inside--;
+    };
+    const holder = withFileLock(
+      file,
+      () =>
+        enter(async () => {
+          // A GC pause or a loaded machine: the event loop (and the refresher) stands still for 300 ms.
+          Bun.sleepSync(300);
+          await Bun.sleep(900);
+        }),
+      timing,
+    );
+    await Bun.sleep(20);
+    const waiter = withFileLock(file, () => enter(async () => {}), timing);
+    await Promise.all([holder, waiter]);
+    expect(overlaps).toBe(0);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

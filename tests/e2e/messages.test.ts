@@ -7,6 +7,7 @@
  * in this test process against the same storage, as the leader's own OpenCode would be.
  */
 import { expect, test } from "bun:test";
+import { ServerManager } from "../../src/edges/server-manager.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
 import { deliverInboxMessage } from "../../src/operations/delivery.ts";
@@ -28,12 +29,25 @@ const fx = useOpencode({
 });
 
 function context(server: OpencodeServer): TeamsContext {
-  return buildContext({
+  const ctx = buildContext({
     projectRoot: server.projectDir,
     options: parseOptions({ background: false }),
     log: () => {},
     localServer: new UnavailableOpencodeApi("the leader's session is on the project server in this test"),
   });
+  // The harness started this server without a password, which the plugin would replace by one with a password on
+  // its next start: resume-agent here reuses the recorded server as it is, as it reuses a protected one.
+  const servers = new ServerManager({
+    projectRoot: server.projectDir,
+    paths: ctx.store.paths,
+    startTimeoutMs: 30_000,
+  });
+  ctx.edges.ensureProjectServer = async () => {
+    const current = await servers.current();
+    if (!current) throw new Error("the recorded project server is not running");
+    return current;
+  };
+  return ctx;
 }
 
 async function recordServer(ctx: TeamsContext, server: OpencodeServer): Promise<void> {

@@ -532,6 +532,10 @@ export async function startOpencode(opts: StartOpencodeOptions): Promise<Opencod
     OPENCODE_DISABLE_SHARE: "1",
     OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
     MOCK_BASE_URL: opts.mockBaseUrl,
+    // What the plugin's server manager gives a project server it starts: tests that record this server as the
+    // project's (ServerInfo) need it to carry the project's markers, or the plugin rightly refuses to trust it.
+    OPENCODE_TEAMS_PROJECT_ROOT: projectDir,
+    OPENCODE_TEAMS_DIR: path.join(projectDir, ".opencode", "opencode-teams"),
     ...(opts.env ?? {}),
   };
   const logPath = path.join(rootDir, "opencode.log");
