@@ -10,6 +10,7 @@ import { benchConcurrent } from "./fig-concurrent.ts";
 import { benchDetectDefault } from "./fig-detect.ts";
 import { benchHeartbeat } from "./fig-heartbeat.ts";
 import { benchMonitor } from "./fig-monitor.ts";
+import { benchPermissionNotice } from "./fig-permission.ts";
 import { benchReal } from "./fig-real.ts";
 import { benchStatus } from "./fig-status.ts";
 import { benchSweep } from "./fig-sweep.ts";
@@ -46,6 +47,7 @@ const GROUPS: { id: string; own: number; run: (quick: boolean) => Promise<Figure
   { id: "7", own: 1, run: benchDetectDefault },
   { id: "8", own: 1, run: (quick) => import("./fig-messages.ts").then((m) => m.benchMessages(quick)) },
   { id: "9", own: 1, run: benchWorktree },
+  { id: "10", own: 1, run: benchPermissionNotice },
 ];
 
 function parseArgs(argv: readonly string[]): { quick: boolean; only: Set<string> | undefined } {

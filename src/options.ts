@@ -37,6 +37,16 @@ export const TeamsOptionsSchema = z.object({
    * (OpenCode takes either for another project). Off: such a `cwd` is refused.
    */
   allowCwdOutsideProject: z.boolean().default(false),
+  /** How long an agent may wait on a permission or question before the leader is reminded (once). */
+  waitingRemindMs: z
+    .number()
+    .int()
+    .positive()
+    .default(10 * 60_000),
+  /** What a headless agent's permission requests do: go to the leader, or be rejected at once. */
+  headlessPermissions: z.enum(["leader", "reject"]).default("leader"),
+  /** How often the background loop checks that the agents' panes still exist (one `tmux list-panes -a`). */
+  paneWatchMs: z.number().int().positive().default(1_000),
   /**
    * The leader's notices (agent inactive, completed, timed out): the first goes at once, the ones that follow within
    * this window go together as one message when it ends.

@@ -16,6 +16,7 @@ import { resolveStorageRoot, StoragePaths } from "./state/paths.ts";
 import { TeamStore } from "./state/team-store.ts";
 import { agentDiffTool } from "./tools/agent-diff.ts";
 import { agentHistoryTool } from "./tools/agent-history.ts";
+import { answerPermissionTool } from "./tools/answer-permission.ts";
 import { completeAgentTool } from "./tools/complete-agent.ts";
 import { confirmShutdownTool } from "./tools/confirm-shutdown.ts";
 import { createTeamTool } from "./tools/create-team.ts";
@@ -112,6 +113,7 @@ function toolsOf(ctx: TeamsContext): NonNullable<Hooks["tool"]> {
     "confirm-shutdown": confirmShutdownTool(ctx),
     "complete-agent": completeAgentTool(ctx),
     "resume-agent": resumeAgentTool(ctx),
+    "answer-permission": answerPermissionTool(ctx),
     "agent-diff": agentDiffTool(ctx),
     "merge-agent": mergeAgentTool(ctx),
     "send-message": sendMessageTool(ctx),

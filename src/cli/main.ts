@@ -4,6 +4,7 @@ import { parseArgs } from "node:util";
 import { UnavailableOpencodeApi } from "../edges/unavailable.ts";
 import { parseOptions } from "../options.ts";
 import { buildContext } from "../plugin.ts";
+import { ANSWER_USAGE, runAnswer } from "./answer.ts";
 import { renderDoctor, runDoctor } from "./doctor.ts";
 import { painter } from "./format.ts";
 import { collectHistory, renderHistory } from "./history.ts";
@@ -27,6 +28,7 @@ usage:
   opencode-teams inbox <team> [agent] [--json]     an inbox (the leader's by default), newest first
   opencode-teams worktrees [team] [--json]         agents' git worktrees: branch, commits ahead, dirty files, path
   opencode-teams diff <team> <agent> [--json]      an agent's branch: commits, diffstat, uncommitted files
+${ANSWER_USAGE}
 
 options:
   --dir <path>   project directory (default: the git worktree around the current directory)
@@ -49,6 +51,8 @@ async function main(argv: string[]): Promise<number> {
       help: { type: "boolean", short: "h", default: false },
       global: { type: "boolean", default: false },
       undo: { type: "boolean", default: false },
+      always: { type: "boolean", default: false },
+      message: { type: "string" },
     },
   });
   const [command, team] = positionals;
@@ -126,6 +130,9 @@ async function main(argv: string[]): Promise<number> {
       print(values.json ? JSON.stringify(view, null, 2) : renderDiff(view, paint));
       return 0;
     }
+    case "approve":
+    case "deny":
+      return runAnswer(ctx, command, positionals.slice(1), values, print);
     case "server": {
       const result = await runServerCommand(ctx, team);
       print(values.json ? JSON.stringify(result.output, null, 2) : result.text);

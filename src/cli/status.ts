@@ -1,6 +1,7 @@
 import type { TeamsContext } from "../operations/context.ts";
 import { healthOf } from "../operations/list-agents.ts";
 import { listUnknownAgents } from "../operations/unknown-agents.ts";
+import { waitingView } from "../operations/waiting.ts";
 import { type Cell, formatAge, HEALTH_STYLE, type Painter, renderTable, STATUS_STYLE } from "./format.ts";
 
 export interface StatusRow {
@@ -16,6 +17,14 @@ export interface StatusRow {
   tasks: string[];
   /** Messages and notices in its inbox that no read-messages returned yet. */
   unread: number;
+  /** What the agent waits on, e.g. `permission: bash (git push)`; null when nothing. */
+  waiting: string | null;
+}
+
+function waitingText(state: Parameters<typeof waitingView>[0]): string | null {
+  const waiting = waitingView(state);
+  if (!waiting) return null;
+  return `${waiting.kind}: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}`;
 }
 
 export interface StatusReport {
@@ -60,6 +69,7 @@ export async function collectStatus(
         model: state.model,
         paneId: state.paneId ?? null,
         tasks: held(state.agentId),
+        waiting: waitingText(state),
         unread: await unreadOf(state.agentId),
       });
     }
@@ -79,6 +89,7 @@ export async function collectStatus(
         model: agent.model ?? "?",
         paneId: agent.paneId,
         tasks: held(agent.agentId),
+        waiting: null,
         unread: await unreadOf(agent.agentId),
       });
     }
@@ -98,10 +109,11 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     { text: row.model },
     { text: row.paneId ?? "-" },
     { text: row.tasks.join(",") || "-" },
+    { text: row.waiting ?? "-", ...(row.waiting ? { style: "yellow" as const } : {}) },
     { text: row.unread > 0 ? String(row.unread) : "-", style: row.unread > 0 ? "yellow" : undefined },
   ]);
   const table = renderTable(
-    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK", "UNREAD"],
+    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK", "WAITING", "UNREAD"],
     rows,
     paint,
   );

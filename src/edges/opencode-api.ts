@@ -23,6 +23,19 @@ export interface SessionUsage {
   cost: number;
 }
 
+/** A request a session waits on; `directory` is the one the session was created in (the server scopes by it). */
+export interface PendingRequestRef {
+  sessionId: string;
+  requestId: string;
+  directory: string;
+}
+
+/** A request pending on the server, as `GET /permission` / `GET /question` list it (the fields of its asked event). */
+export interface PendingRequest {
+  kind: "permission" | "question";
+  properties: Record<string, unknown>;
+}
+
 /**
  * The slice of an OpenCode server the plugin uses. The real one wraps @opencode-ai/sdk (see opencode-client.ts);
  * unit tests pass fakes. Every method resolves or rejects with an Error that says what failed; none hang forever.
@@ -50,6 +63,12 @@ export interface OpencodeApi {
     options?: { model?: ModelRef; noReply?: boolean },
   ): Promise<void>;
   messageCount(sessionId: string): Promise<number>;
+  /** The permission requests and questions pending in these directories (a stream gap loses their events). */
+  pendingRequests(directories: readonly string[]): Promise<PendingRequest[]>;
+  /** Answer a pending permission request (`POST /session/{id}/permissions/{requestId}`). */
+  answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void>;
+  /** Answer a pending question with `answer`, or reject it when `answer` is undefined. */
+  answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void>;
   /** The text of every user message of the session, oldest first (a message's text parts joined with "\n"). */
   userMessageTexts(sessionId: string): Promise<string[]>;
   usage(sessionId: string): Promise<SessionUsage>;

@@ -1,5 +1,12 @@
 import { createOpencodeClient, type Event, type OpencodeClient } from "@opencode-ai/sdk";
-import type { ModelRef, OpencodeApi, SessionStatuses, SessionUsage } from "./opencode-api.ts";
+import type {
+  ModelRef,
+  OpencodeApi,
+  PendingRequest,
+  PendingRequestRef,
+  SessionStatuses,
+  SessionUsage,
+} from "./opencode-api.ts";
 
 export interface OpencodeClientOptions {
   /** Directory the server scopes sessions by (`?directory=`): the project root. */
@@ -171,6 +178,70 @@ export class SdkOpencodeApi implements OpencodeApi {
 
   async messageCount(sessionId: string): Promise<number> {
     return (await this.messages(sessionId)).length;
+  }
+
+  async pendingRequests(directories: readonly string[]): Promise<PendingRequest[]> {
+    const lists = await Promise.all(
+      [...new Set(directories)].flatMap((directory) =>
+        (["permission", "question"] as const).map(async (kind) => {
+          const items = await this.get(`/${kind}`, directory);
+          return (Array.isArray(items) ? items : [])
+            .filter((item): item is Record<string, unknown> => item !== null && typeof item === "object")
+            .map((properties) => ({ kind, properties }));
+        }),
+      ),
+    );
+    return lists.flat();
+  }
+
+  /** A GET the 1.x SDK has no method for; the server scopes requests by `directory`. */
+  private async get(route: string, directory: string): Promise<unknown> {
+    const url = new URL(route, this.baseUrl);
+    url.searchParams.set("directory", directory);
+    let response: Response;
+    try {
+      response = await fetch(url, { headers: basicAuthHeaders(this.options), signal: this.signal() });
+    } catch (error) {
+      throw new Error(`GET ${route} failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (!response.ok) throw new Error(`GET ${route} failed (HTTP ${response.status})`);
+    return response.json();
+  }
+
+  async answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void> {
+    await this.post(
+      `/session/${encodeURIComponent(request.sessionId)}/permissions/${encodeURIComponent(request.requestId)}`,
+      request.directory,
+      { response },
+    );
+  }
+
+  async answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void> {
+    const id = encodeURIComponent(request.requestId);
+    if (answer === undefined) await this.post(`/question/${id}/reject`, request.directory, undefined);
+    else await this.post(`/question/${id}/reply`, request.directory, { answers: [[answer]] });
+  }
+
+  /** A POST the 1.x SDK has no method for; the server scopes requests by `directory`. */
+  private async post(route: string, directory: string, body: unknown): Promise<void> {
+    const url = new URL(route, this.baseUrl);
+    url.searchParams.set("directory", directory);
+    const what = `POST ${route}`;
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method: "POST",
+        headers: { "Content-Type": "application/json", ...basicAuthHeaders(this.options) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: this.signal(),
+      });
+    } catch (error) {
+      throw new Error(`${what} failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+    if (!response.ok) {
+      const detail = (await response.text().catch(() => "")).slice(0, 300);
+      throw new Error(`${what} failed (HTTP ${response.status})${detail ? `: ${detail}` : ""}`);
+    }
   }
 
   async userMessageTexts(sessionId: string): Promise<string[]> {

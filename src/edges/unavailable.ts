@@ -32,6 +32,15 @@ export class UnavailableOpencodeApi implements OpencodeApi {
   async messageCount(): Promise<never> {
     this.refuse();
   }
+  async pendingRequests(): Promise<never> {
+    this.refuse();
+  }
+  async answerPermission(): Promise<never> {
+    this.refuse();
+  }
+  async answerQuestion(): Promise<never> {
+    this.refuse();
+  }
   async userMessageTexts(): Promise<never> {
     this.refuse();
   }

@@ -87,6 +87,22 @@ function start(ctx: TeamsContext, timing: LivenessTiming): Running {
   };
   const interval = setInterval(tick, ctx.options.sweepIntervalMs);
   interval.unref?.();
+  // A closed pane is known within about a second rather than at the next sweep; the sweep stays the safety net.
+  let watching = false;
+  const watch = setInterval(() => {
+    if (watching || sweeping) return;
+    watching = true;
+    sweeper
+      .needsSweep()
+      .then((needed) => {
+        if (needed) tick();
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        watching = false;
+      });
+  }, ctx.options.paneWatchMs);
+  watch.unref?.();
 
   const streamLoop = (async () => {
     let delay = timing.reconnectInitialMs;
@@ -130,6 +146,7 @@ function start(ctx: TeamsContext, timing: LivenessTiming): Running {
     sweeper,
     async stop() {
       clearInterval(interval);
+      clearInterval(watch);
       controller.abort();
       await Promise.allSettled([streamLoop, sweeping, monitor.settled()]);
     },

@@ -5,6 +5,7 @@ import type { TeamsContext } from "./context.ts";
 import { loadTeam, resolveCaller } from "./identity.ts";
 import { CallerError, type OpResult } from "./result.ts";
 import { listUnknownAgents, type UnknownAgent } from "./unknown-agents.ts";
+import { type WaitingView, waitingView } from "./waiting.ts";
 
 export const HEALTH_STATUSES = ["healthy", "degraded", "critical", "unknown", "error"] as const;
 export type HealthStatus = (typeof HEALTH_STATUSES)[number];
@@ -17,6 +18,8 @@ export interface AgentListing {
   role: string | null;
   lifecycle_status: ListedStatus;
   health_status: HealthStatus;
+  /** The permission request or question the agent waits on, null otherwise (specs/list-agents.md). */
+  waitingFor: WaitingView | null;
   summary: {
     updates: number | null;
     last_activity: string | null;
@@ -59,6 +62,8 @@ export interface ListAgentsSummary {
   total: number;
   by_status: Partial<Record<ListedStatus, number>>;
   by_health: Partial<Record<HealthStatus, number>>;
+  /** Agents blocked on a permission request or a question. */
+  waiting: number;
   loaded_count: number;
 }
 
@@ -80,6 +85,8 @@ export function healthOf(view: AgentView, now: number, staleThresholdMs: number)
   if (state.status === "inactive") return "critical";
   const lastSign = Date.parse(view.heartbeatTs);
   if (state.lastError && (!state.lastErrorAt || Date.parse(state.lastErrorAt) >= lastSign)) return "error";
+  // A waiting agent cannot heartbeat; it is alive and needs an answer, not a rescue.
+  if (waitingView(state)) return "healthy";
   const age = now - lastSign;
   if (age >= staleThresholdMs || state.consecutiveMisses > 0) return "critical";
   if (age >= staleThresholdMs / 2) return "degraded";
@@ -130,6 +137,7 @@ async function toListing(ctx: TeamsContext, view: AgentView, lookup: UsageLookup
     role: state.role,
     lifecycle_status: state.status,
     health_status: healthOf(view, now, ctx.options.staleThresholdMs),
+    waitingFor: waitingView(state),
     summary: {
       updates: heartbeat?.updates ?? 0,
       last_activity: lastActivity ?? null,
@@ -176,6 +184,7 @@ function unknownListing(agent: UnknownAgent, now: number): AgentListing {
     role: agent.role,
     lifecycle_status: "unknown",
     health_status: "unknown",
+    waitingFor: null,
     summary: {
       updates: agent.updates,
       last_activity: agent.heartbeatTs,
@@ -206,12 +215,14 @@ function summarize(listings: AgentListing[]): ListAgentsSummary {
     total: listings.length,
     by_status: {},
     by_health: {},
+    waiting: 0,
     loaded_count: 0,
   };
   for (const listing of listings) {
     summary.by_status[listing.lifecycle_status] = (summary.by_status[listing.lifecycle_status] ?? 0) + 1;
     summary.by_health[listing.health_status] = (summary.by_health[listing.health_status] ?? 0) + 1;
     if (listing.state.loaded_in_process) summary.loaded_count++;
+    if (listing.waitingFor) summary.waiting++;
   }
   return summary;
 }

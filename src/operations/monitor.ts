@@ -4,6 +4,13 @@ import type { TeamsContext } from "./context.ts";
 import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
 import { SessionIndex, type SessionOwner } from "./identity.ts";
 import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
+import {
+  rejectedNotice,
+  sendAnswer,
+  tellLeaderWaiting,
+  type WaitingRequest,
+  waitingNotice,
+} from "./waiting.ts";
 
 /** What an OpenCode event says about a session, reduced to what liveness needs. */
 export type Signal =
@@ -12,7 +19,11 @@ export type Signal =
   /** `running`: a tool part that is pending or running, so a turn is certainly under way. */
   | { kind: "activity"; sessionId: string; source: HeartbeatSource; running: boolean }
   | { kind: "error"; sessionId: string; name: string; message: string | undefined }
-  | { kind: "deleted"; sessionId: string };
+  | { kind: "deleted"; sessionId: string }
+  /** The session asks for a permission or asked a question, and waits for the answer. */
+  | { kind: "waiting"; sessionId: string; request: WaitingRequest }
+  /** A pending request was answered (by anyone: answer-permission, the pane, the server rejecting it on abort). */
+  | { kind: "answered"; sessionId: string; requestId: string };
 
 type Json = Record<string, unknown>;
 
@@ -22,6 +33,50 @@ function record(value: unknown): Json | undefined {
 
 function text(value: unknown): string | undefined {
   return typeof value === "string" && value !== "" ? value : undefined;
+}
+
+function patternOf(value: unknown): string | undefined {
+  if (Array.isArray(value)) {
+    const patterns = value.filter((item): item is string => typeof item === "string" && item !== "");
+    return patterns.length > 0 ? patterns.join(" ") : undefined;
+  }
+  return text(value);
+}
+
+/**
+ * A permission request. OpenCode 1.18.33 sends `permission.asked` (`permission`, `patterns`); the 1.x SDK types name
+ * `permission.updated` (`type`, `title`, `pattern`): both are read.
+ */
+function permissionAsked(props: Json): Signal | undefined {
+  const sessionId = text(props.sessionID);
+  const requestId = text(props.id);
+  if (!sessionId || !requestId) return undefined;
+  const title = text(props.title) ?? text(props.permission) ?? text(props.type) ?? "permission";
+  const pattern = patternOf(props.patterns) ?? patternOf(props.pattern);
+  return {
+    kind: "waiting",
+    sessionId,
+    request: { kind: "permission", requestId, title, ...(pattern ? { pattern } : {}) },
+  };
+}
+
+function questionAsked(props: Json): Signal | undefined {
+  const sessionId = text(props.sessionID);
+  const requestId = text(props.id);
+  if (!sessionId || !requestId) return undefined;
+  const questions = Array.isArray(props.questions) ? props.questions.map(record) : [];
+  const title =
+    questions
+      .map((question) => text(question?.question) ?? text(question?.header))
+      .filter((line): line is string => line !== undefined)
+      .join(" / ") || "a question";
+  return { kind: "waiting", sessionId, request: { kind: "question", requestId, title } };
+}
+
+function answered(props: Json): Signal | undefined {
+  const sessionId = text(props.sessionID);
+  const requestId = text(props.requestID) ?? text(props.permissionID);
+  return sessionId && requestId ? { kind: "answered", sessionId, requestId } : undefined;
 }
 
 /**
@@ -86,6 +141,15 @@ export function classifyEvent(event: unknown): Signal | undefined {
         running: status === "pending" || status === "running",
       };
     }
+    case "permission.asked":
+    case "permission.updated":
+      return permissionAsked(props);
+    case "question.asked":
+      return questionAsked(props);
+    case "permission.replied":
+    case "question.replied":
+    case "question.rejected":
+      return answered(props);
     default:
       return undefined;
   }
@@ -117,6 +181,12 @@ export interface MonitorStats {
   /** Status re-reads after a (re)connect. */
   resyncs: number;
   failures: number;
+}
+
+interface ApplyOutcome {
+  death?: Omit<InactiveAgent, "tasks">;
+  /** A request seen for the first time: the leader is to hear of it. */
+  asked?: { agent: AgentState; request: WaitingRequest };
 }
 
 interface Tracked {
@@ -253,6 +323,32 @@ export class EventMonitor {
         }
       }
     }
+    await this.reconcileWaiting(server, live);
+  }
+
+  /** Requests asked or answered during a gap in the stream: the server's pending lists say which are open now. */
+  private async reconcileWaiting(server: OpencodeApi, live: readonly AgentState[]): Promise<void> {
+    const pending = await server
+      .pendingRequests([...new Set(live.map((state) => state.cwd))])
+      .catch(() => undefined);
+    // A server without these lists (or one that did not answer) leaves waitingFor to the events and to idle.
+    if (!pending) return;
+    const open = new Map<string, Signal>();
+    for (const item of pending) {
+      const signal =
+        item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
+      if (signal) open.set(signal.sessionId, signal);
+    }
+    for (const state of live) {
+      const signal = open.get(state.sessionId);
+      if (signal) await this.process(signal);
+      else if (state.waitingFor)
+        await this.process({
+          kind: "answered",
+          sessionId: state.sessionId,
+          requestId: state.waitingFor.requestId,
+        });
+    }
   }
 
   /** The status `signal` moves an agent to, if any. A kill in progress owns the status of a shutting_down agent. */
@@ -263,6 +359,9 @@ export class EventMonitor {
         return "active";
       case "idle":
         return signal.resync && current !== "active" ? undefined : "idle";
+      case "waiting":
+        // A request is asked from inside a turn: the agent is at work, only paused.
+        return "active";
       case "activity":
         if (signal.running) return "active";
         // Late updates after a turn ended (summaries, titles) must not flip an idle agent back to active.
@@ -300,6 +399,8 @@ export class EventMonitor {
     const urgent =
       signal.kind === "error" ||
       signal.kind === "deleted" ||
+      signal.kind === "waiting" ||
+      signal.kind === "answered" ||
       !known ||
       known.misses > 0 ||
       (this.desiredStatus(signal, known.status) ?? known.status) !== known.status;
@@ -307,8 +408,48 @@ export class EventMonitor {
       this.stats.coalesced++;
       return;
     }
-    const death = await this.apply(hit.teamName, hit.agentId, key, signal);
-    if (death) await this.handOver(hit.teamName, death);
+    const outcome = await this.apply(hit.teamName, hit.agentId, key, signal);
+    if (outcome?.death) await this.handOver(hit.teamName, outcome.death);
+    if (outcome?.asked) await this.announce(hit.teamName, outcome.asked.agent, outcome.asked.request);
+  }
+
+  /** Tell the leader once per request (the caller saw it first, under the agent's lock), or reject it when told to. */
+  private async announce(teamName: string, agent: AgentState, request: WaitingRequest): Promise<void> {
+    if (agent.headless && this.ctx.options.headlessPermissions === "reject") {
+      try {
+        await sendAnswer(this.ctx, agent, request, "reject");
+        await tellLeaderWaiting(this.ctx, teamName, agent, rejectedNotice(agent, request));
+        return;
+      } catch (error) {
+        this.ctx.log("warn", "could not reject a headless agent's request; the leader is asked instead", {
+          agent: agent.agentId,
+          error: error instanceof Error ? error.message : String(error),
+        });
+      }
+    }
+    await tellLeaderWaiting(this.ctx, teamName, agent, waitingNotice(agent, request));
+  }
+
+  /** What a waiting/answered/idle signal makes of `waitingFor`; undefined when it stays as it is. */
+  private nextWaiting(
+    agent: AgentState,
+    signal: Signal,
+    nowIso: string,
+  ): AgentState["waitingFor"] | undefined {
+    const current = agent.waitingFor ?? null;
+    switch (signal.kind) {
+      case "waiting":
+        // The leader's own session is the user's: the user sees its requests.
+        if (agent.role === "leader" || current?.requestId === signal.request.requestId) return undefined;
+        return { ...signal.request, since: nowIso };
+      case "answered":
+        return current?.requestId === signal.requestId ? null : undefined;
+      case "idle":
+        // An idle session waits on nothing, whatever reply event the stream lost.
+        return current ? null : undefined;
+      default:
+        return undefined;
+    }
   }
 
   private async apply(
@@ -316,7 +457,7 @@ export class EventMonitor {
     agentId: string,
     key: string,
     signal: Signal,
-  ): Promise<Omit<InactiveAgent, "tasks"> | undefined> {
+  ): Promise<ApplyOutcome | undefined> {
     const { store } = this.ctx;
     return store.withAgentLock(teamName, agentId, async () => {
       const [read, slot] = await Promise.all([
@@ -353,7 +494,7 @@ export class EventMonitor {
         const next = markedInactive(agent, reason, nowIso);
         await store.writeAgent(next);
         track(next);
-        return { agent: next, cause: "session_deleted", reason };
+        return { death: { agent: next, cause: "session_deleted", reason } };
       }
 
       let next: AgentState = agent;
@@ -361,7 +502,7 @@ export class EventMonitor {
       // A status re-read is no event: an idle session says nothing of life, a busy one is vouched for by the server.
       const heartbeats = !(resync && signal.kind === "idle");
       const isEvent = heartbeats && !resync;
-      const source: HeartbeatSource = signal.kind === "error" ? "sdk_session_updated" : signal.source;
+      const source: HeartbeatSource = "source" in signal ? signal.source : "sdk_session_updated";
       if (heartbeats) {
         await store.writeHeartbeat(
           teamName,
@@ -373,6 +514,11 @@ export class EventMonitor {
       if (desired && desired !== agent.status) next = { ...next, status: desired };
       if (heartbeats && agent.consecutiveMisses > 0)
         next = { ...next, consecutiveMisses: 0, lastMissAt: undefined };
+      const waitingFor = this.nextWaiting(agent, signal, nowIso);
+      if (waitingFor !== undefined) next = { ...next, waitingFor };
+      const announce =
+        signal.kind === "waiting" && waitingFor && agent.announcedRequestId !== signal.request.requestId;
+      if (announce) next = { ...next, announcedRequestId: signal.request.requestId };
       if (signal.kind === "error") {
         const description = describeError(signal.name, signal.message);
         const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
@@ -401,6 +547,7 @@ export class EventMonitor {
         await store.writeAgent(next);
       }
       track(next);
+      if (announce) return { asked: { agent: next, request: signal.request } };
       return undefined;
     });
   }

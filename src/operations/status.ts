@@ -6,6 +6,7 @@ import type { TeamsContext } from "./context.ts";
 import { loadTeam, requireMember } from "./identity.ts";
 import { fail, type OpResult } from "./result.ts";
 import { findUnknownAgent, listUnknownAgents, type UnknownAgent } from "./unknown-agents.ts";
+import { type WaitingView, waitingView } from "./waiting.ts";
 import { liveWorktreeWarnings } from "./worktrees.ts";
 
 export interface GetAgentStatusInput {
@@ -32,6 +33,8 @@ export interface AgentStatusResponse {
   cwd: string;
   consecutiveMisses: number;
   lastError?: string;
+  /** The permission request or question the agent waits on (specs/get-agent-status.md). */
+  waitingFor: WaitingView | null;
   sessionRotationCount: number;
   createdAt: string;
   terminatedAt?: string;
@@ -56,6 +59,7 @@ export interface UnknownStatusResponse {
   paneId?: string;
   cwd: string | null;
   consecutiveMisses: null;
+  waitingFor: null;
   sessionRotationCount: null;
   createdAt: string | null;
 }
@@ -75,6 +79,8 @@ export interface StatusSummary {
   total: number;
   active: number;
   idle: number;
+  /** Running agents blocked on a permission request or a question. */
+  waiting: number;
   inactive: number;
   shuttingDown: number;
   terminated: number;
@@ -114,6 +120,7 @@ export function toStatusResponse(
     cwd: state.cwd,
     consecutiveMisses: state.consecutiveMisses,
     ...(state.lastError ? { lastError: state.lastError } : {}),
+    waitingFor: waitingView(state),
     sessionRotationCount: state.sessionRotationCount,
     createdAt: state.createdAt,
     ...(state.terminatedAt ? { terminatedAt: state.terminatedAt } : {}),
@@ -127,6 +134,7 @@ export function summarize(agents: readonly (AgentStatusResponse | UnknownStatusR
     total: agents.length,
     active: count("active"),
     idle: count("idle"),
+    waiting: agents.filter((agent) => agent.waitingFor !== null).length,
     inactive: count("inactive"),
     shuttingDown: count("shutting_down"),
     terminated: count("terminated"),
@@ -149,6 +157,7 @@ export function unknownStatusResponse(agent: UnknownAgent, now: number): Unknown
     ...(agent.paneId ? { paneId: agent.paneId } : {}),
     cwd: agent.cwd,
     consecutiveMisses: null,
+    waitingFor: null,
     sessionRotationCount: null,
     createdAt: agent.createdAt,
   };

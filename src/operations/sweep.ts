@@ -10,6 +10,7 @@ import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactiv
 import { finishOverdueKill, killOverdue } from "./kill.ts";
 import { deliverPending, notifyLeader } from "./notify.ts";
 import { abortEndedSession } from "./session-abort.ts";
+import { reminderNotice, tellLeaderWaiting } from "./waiting.ts";
 
 /** What one sweep did; returned for tests and logged when anything happened. */
 export interface SweepReport {
@@ -26,6 +27,10 @@ export interface SweepReport {
   refreshed: number;
   /** Agents whose miss count went back to 0 after a fresh heartbeat. */
   reset: number;
+  /** Stale agents spared because they wait on a permission or a question. */
+  waiting: number;
+  /** Leaders reminded of a request left open longer than `waitingRemindMs`. */
+  reminded: number;
   inactive: InactiveAgent[];
   /** Leader notices delivered by the retry pass. */
   delivered: number;
@@ -37,12 +42,15 @@ export interface SweepReport {
 }
 
 type SweepOutcome =
-  | { kind: "none" | "miss" | "refreshed" | "reset" }
+  | { kind: "none" | "miss" | "refreshed" | "reset" | "waiting" }
+  | { kind: "remind"; agent: AgentState }
   | { kind: "inactive"; death: Omit<InactiveAgent, "tasks"> };
 
 type Verdict =
   | { kind: "dead"; cause: InactiveCause; reason: string }
   | { kind: "busy" }
+  /** Blocked on a permission or a question: no miss, no busy cap (see specs/heartbeat.md). */
+  | { kind: "waiting" }
   | { kind: "miss"; cause: "stale" | "busy_cap"; busyForS?: number };
 
 interface ServerFacts {
@@ -162,8 +170,37 @@ export class StaleSweeper {
    * id that now names a pane that is not the agent's (a restarted tmux server) counts as closed.
    */
   private readonly panes = new Map<string, PaneRef>();
+  /** `team/agentId` of every agent a sweep has read: one the sweep never read may have a pane it does not know. */
+  private readonly seen = new Set<string>();
+  /** Running agents read before their pane was recorded (spawn records it after the prompt). */
+  private readonly awaitingPane = new Set<string>();
 
   constructor(private readonly ctx: TeamsContext) {}
+
+  /**
+   * The pane watch between sweeps (see specs/heartbeat.md): true when a known pane is gone or no longer the agent's,
+   * or an agent's pane is not known yet. Costs one `tmux list-panes -a` per tmux server and a directory listing per
+   * team; it runs nothing built from agents' text.
+   */
+  async needsSweep(): Promise<boolean> {
+    if (this.awaitingPane.size > 0) return true;
+    for (const teamName of await this.ctx.store.listTeamNames()) {
+      for (const agentId of await this.ctx.store.listAgentIds(teamName))
+        if (!this.seen.has(`${teamName}/${agentId}`)) return true;
+    }
+    const lists = new Map<string, Promise<LivePanes | undefined>>();
+    for (const pane of this.panes.values()) {
+      const socket = pane.socket ?? "";
+      let list = lists.get(socket);
+      if (!list) {
+        list = this.ctx.edges.tmux.livePanes(pane.socket).catch(() => undefined);
+        lists.set(socket, list);
+      }
+      const live = await list;
+      if (live && !ownsLivePane(live, pane)) return true;
+    }
+    return false;
+  }
 
   async sweep(): Promise<SweepReport> {
     const { ctx } = this;
@@ -176,6 +213,8 @@ export class StaleSweeper {
       misses: 0,
       refreshed: 0,
       reset: 0,
+      waiting: 0,
+      reminded: 0,
       inactive: [],
       delivered: 0,
       killsFinished: 0,
@@ -229,12 +268,18 @@ export class StaleSweeper {
   ): Promise<void> {
     const { ctx } = this;
     const read = await ctx.store.readTeam(teamName);
-    if (read.kind !== "ok") return;
+    if (read.kind !== "ok") {
+      // Nothing to do for its agents until the team can be read; the pane watch need not ask again every tick.
+      for (const agentId of await ctx.store.listAgentIds(teamName)) this.seen.add(`${teamName}/${agentId}`);
+      return;
+    }
     const team = read.value;
     report.teams++;
     const now = ctx.clock.now();
     const threshold = ctx.options.staleThresholdMs;
     const ids = await ctx.store.listAgentIds(teamName);
+    // Every listed agent is looked at by this sweep (read, or skipped as known), damaged files included.
+    for (const agentId of ids) this.seen.add(`${teamName}/${agentId}`);
     const paneGone = await this.panesGone(teamName, ids, livePanes);
     for (const agentId of paneGone) this.skipUntil.delete(`${teamName}/${agentId}`);
     const due: string[] = [];
@@ -257,6 +302,7 @@ export class StaleSweeper {
       if (result.kind !== "ok") continue;
       const view = result.value;
       const key = `${teamName}/${view.state.agentId}`;
+      this.awaitingPane.delete(key);
       if (!isSweptMember(team, view.state)) {
         this.panes.delete(key);
         // Final states and the leader never need another look; shutting_down may still go either way.
@@ -267,6 +313,9 @@ export class StaleSweeper {
       report.checked++;
       const paneRef = agentPaneRef(view.state);
       if (paneRef) this.panes.set(key, paneRef);
+      // Only while the spawn may still be opening it: an agent that never got a pane is left to the sweep.
+      else if (!view.state.headless && now - Date.parse(view.state.createdAt) < threshold)
+        this.awaitingPane.add(key);
       const freshUntil = Date.parse(view.heartbeatTs) + threshold;
       // A gone pane goes to the verdict, which confirms it and declares the agent dead whatever its heartbeat says.
       if (now > freshUntil || paneGone.has(view.state.agentId)) stale.push(view);
@@ -282,6 +331,7 @@ export class StaleSweeper {
     const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => this.verdict(view, facts, now));
 
     const deaths: Omit<InactiveAgent, "tasks">[] = [];
+    const reminders: AgentState[] = [];
     const abortable: AgentState[] = [];
     const work: { view: AgentView; verdict: Verdict | undefined }[] = [
       ...stale.map((view, index) => ({ view, verdict: verdicts[index] })),
@@ -307,6 +357,13 @@ export class StaleSweeper {
         case "reset":
           report.reset++;
           break;
+        case "waiting":
+          report.waiting++;
+          break;
+        case "remind":
+          report.waiting++;
+          reminders.push(outcome.agent);
+          break;
         default:
           break;
       }
@@ -322,6 +379,11 @@ export class StaleSweeper {
         ]);
         for (const warning of skipped) ctx.log("info", `stale sweep: ${warning}`, { team: team.name });
       });
+    }
+    for (const agent of reminders) {
+      if (!agent.waitingFor) continue;
+      await tellLeaderWaiting(ctx, team.name, agent, reminderNotice(agent, agent.waitingFor, now));
+      report.reminded++;
     }
     if (overdueKills.length > 0) report.killsFinished += await this.finishOverdueKills(team, overdueKills);
     report.delivered += await deliverPending(ctx, team, this.settledNotices);
@@ -392,12 +454,31 @@ export class StaleSweeper {
       if (pane === "gone")
         return { kind: "dead", cause: "pane_gone", reason: `its tmux pane ${state.paneId} is gone` };
     }
+    if (state.waitingFor) return { kind: "waiting" };
     if (activity === "busy" || activity === "retry") {
       const quietMs = now - lastSignOfLife(view);
       if (quietMs <= this.ctx.options.busyCapMs) return { kind: "busy" };
       return { kind: "miss", cause: "busy_cap", busyForS: seconds(quietMs) };
     }
     return { kind: "miss", cause: "stale" };
+  }
+
+  /** A waiting agent is neither counted missing nor capped; the leader is reminded once when it waits too long. */
+  private decideWaiting(
+    agent: AgentState,
+    withMissesReset: AgentState,
+    now: number,
+  ): BatchChange<SweepOutcome> {
+    const waiting = agent.waitingFor;
+    // Answered between the verdict and the lock: the next sweep judges it afresh.
+    if (!waiting) return { result: { kind: "none" } };
+    const base = agent.consecutiveMisses > 0 ? withMissesReset : agent;
+    if (waiting.remindedAt || now - Date.parse(waiting.since) < this.ctx.options.waitingRemindMs) {
+      return { ...(base !== agent ? { next: base } : {}), result: { kind: "waiting" } };
+    }
+    const nowIso = new Date(now).toISOString();
+    const next: AgentState = { ...base, waitingFor: { ...waiting, remindedAt: nowIso }, updatedAt: nowIso };
+    return { next, result: { kind: "remind", agent: next } };
   }
 
   /**
@@ -436,6 +517,7 @@ export class StaleSweeper {
         result: { kind: "inactive", death: { agent: next, cause: verdict.cause, reason: verdict.reason } },
       };
     }
+    if (verdict?.kind === "waiting") return this.decideWaiting(agent, withMissesReset, now);
     if (fresh || verdict === undefined) {
       if (!fresh || agent.consecutiveMisses === 0) return { result: { kind: "none" } };
       return { next: withMissesReset, result: { kind: "reset" } };

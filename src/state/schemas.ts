@@ -77,6 +77,22 @@ export const TmuxPlacementSchema = z.object({
 });
 export type TmuxPlacement = z.infer<typeof TmuxPlacementSchema>;
 
+/**
+ * A request the agent's session is blocked on: a tool call that needs a permission, or a question the agent asked.
+ * While it is pending the agent is neither busy nor dead (see specs/heartbeat.md).
+ */
+export const WaitingForSchema = z.object({
+  kind: z.enum(["permission", "question"]),
+  requestId: z.string(),
+  title: z.string(),
+  /** What the permission covers (e.g. the command), when the server says. */
+  pattern: z.string().optional(),
+  since: isoDate,
+  /** Set once the sweep reminded the leader that the request is still open (once per request). */
+  remindedAt: isoDate.optional(),
+});
+export type WaitingFor = z.infer<typeof WaitingForSchema>;
+
 /** An agent's own git worktree (specs/worktrees.md). */
 export const AgentWorktreeSchema = z.object({
   /** The worktree's directory (the agent's cwd is in it). */
@@ -147,6 +163,13 @@ export const AgentStateSchema = z.object({
   /** Set by the agent's own `confirm-shutdown` call: a graceful kill may finish now. */
   shutdownConfirmedAt: isoDate.optional(),
   tags: z.array(z.string()).default([]),
+  /** The request the agent waits on; null (or absent in older records) when it waits on nothing. */
+  waitingFor: WaitingForSchema.nullable().optional(),
+  /**
+   * The last request the leader was told of. Kept when waitingFor clears: a process whose event stream lags behind
+   * can clear and set the same request again (a late idle, then the request), and the leader must hear of it once.
+   */
+  announcedRequestId: z.string().optional(),
 });
 export type AgentState = z.infer<typeof AgentStateSchema>;
 

@@ -26,7 +26,8 @@ export function getAgentStatusTool(ctx: TeamsContext) {
         () => getAgentStatus(ctx, args, context.sessionID),
         (result) => {
           const { summary } = result;
-          return `${summary.total} agent(s): ${summary.active} active, ${summary.idle} idle, ${summary.inactive} inactive`;
+          const waiting = summary.waiting > 0 ? `, ${summary.waiting} waiting for an answer` : "";
+          return `${summary.total} agent(s): ${summary.active} active, ${summary.idle} idle, ${summary.inactive} inactive${waiting}`;
         },
       ),
   });

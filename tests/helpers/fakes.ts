@@ -2,6 +2,8 @@ import type { Event } from "@opencode-ai/sdk";
 import type {
   ModelRef,
   OpencodeApi,
+  PendingRequest,
+  PendingRequestRef,
   SessionActivity,
   SessionStatuses,
   SessionUsage,
@@ -131,6 +133,28 @@ export class FakeOpencode implements OpencodeApi {
   async messageCount(sessionId: string): Promise<number> {
     this.check(`messageCount ${sessionId}`);
     return this.session(sessionId).messages;
+  }
+
+  /** What pendingRequests() lists (the server's `GET /permission` and `GET /question`). */
+  pending: PendingRequest[] = [];
+
+  async pendingRequests(): Promise<PendingRequest[]> {
+    this.check("pendingRequests");
+    return this.pending;
+  }
+
+  /** Answers given through answerPermission / answerQuestion, in order. */
+  answers: { request: PendingRequestRef; response: string }[] = [];
+
+  async answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void> {
+    this.check(`answerPermission ${request.requestId}`);
+    this.session(request.sessionId);
+    this.answers.push({ request, response });
+  }
+
+  async answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void> {
+    this.check(`answerQuestion ${request.requestId}`);
+    this.answers.push({ request, response: answer ?? "reject" });
   }
 
   async userMessageTexts(sessionId: string): Promise<string[]> {

@@ -46,13 +46,37 @@ describe("opencode-teams CLI", () => {
     expect(code).toBe(0);
     const lines = stdout.trim().split("\n");
     expect(lines[0]).toMatch(
-      /^TEAM\s+NAME\s+ROLE\s+STATUS\s+HEALTH\s+HEARTBEAT\s+MODEL\s+PANE\s+TASK\s+UNREAD$/,
+      /^TEAM\s+NAME\s+ROLE\s+STATUS\s+HEALTH\s+HEARTBEAT\s+MODEL\s+PANE\s+TASK\s+WAITING\s+UNREAD$/,
     );
     expect(stdout).toMatch(
       /alpha\s+builder\s+worker\s+active\s+healthy\s+\d+s\s+mock\/mock-model\s+%7\s+task-1/,
     );
     expect(stdout).not.toContain("\u001b[");
     expect(stdout).not.toContain("gone");
+  });
+
+  test("status shows what an agent waits on; approve without a pending request fails and says why", async () => {
+    const waiting = await addAgent(ctx, "alpha", {
+      name: "asker",
+      waitingFor: {
+        kind: "permission",
+        requestId: "per_1",
+        title: "bash",
+        pattern: "git push",
+        since: new Date(ctx.clock.now()).toISOString(),
+      },
+    });
+    const { stdout } = await cli(["status", "alpha"]);
+    expect(stdout).toMatch(/asker\s+worker\s+active.*permission: bash \(git push\)/);
+    const refused = await cli(["approve", "alpha", "builder"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toContain("has no pending permission request");
+    // The project server is not running in this fixture: the answer cannot be sent, and the CLI says what to do.
+    const down = await cli(["deny", "alpha", waiting.agentId]);
+    expect(down.code).toBe(1);
+    expect(down.stdout).toContain("answer in the agent's pane");
+    const usage = await cli(["approve", "alpha"]);
+    expect(usage.code).toBe(2);
   });
 
   test("status --json and --all", async () => {
@@ -73,7 +97,7 @@ describe("opencode-teams CLI", () => {
     });
     const inbox = await cli(["inbox", "alpha", "builder"]);
     expect(inbox.stdout).toMatch(/human\s+message\s+no\s+no\s+also check the tests/);
-    expect((await cli(["status"])).stdout).toMatch(/builder\s+worker\s+active.*task-1\s+1\n/);
+    expect((await cli(["status"])).stdout).toMatch(/builder\s+worker\s+active.*task-1\s+-\s+1\n/);
     const refused = await cli(["send", "alpha", "gone", "hello"]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain("resume it first");

@@ -16,7 +16,7 @@ describe("tool descriptions guide the model", () => {
   test("every tool says when to use it, has no unfilled value, and states the numbers in force", async () => {
     ctx = await makeTestContext({ staleThresholdMs: 20_000, graceMisses: 3, shutdownTimeoutMs: 45_000 });
     const tools = createTools(ctx);
-    expect(Object.keys(tools).length).toBe(17);
+    expect(Object.keys(tools).length).toBe(18);
     for (const [name, definition] of Object.entries(tools)) {
       expect(definition.description.length, name).toBeGreaterThan(150);
       expect(definition.description, name).not.toMatch(/\{\w+\}/);
