@@ -139,11 +139,20 @@ const PROXY = path.join(import.meta.dir, "fixtures", "opencode-blocking-proxy.ts
  */
 async function promptBlockingProxy(
   target: string,
+  projectDir: string,
 ): Promise<{ pid: number; port: number; stop(): Promise<void> }> {
   const port = await freePort();
   const child = Bun.spawn(
     [process.execPath, PROXY, "serve", "--hostname", "127.0.0.1", "--port", String(port), "--target", target],
-    { stdio: ["ignore", "ignore", "inherit"] },
+    {
+      stdio: ["ignore", "ignore", "inherit"],
+      // The project's markers, as the server manager gives the servers it starts: the plugin trusts no other.
+      env: {
+        ...process.env,
+        OPENCODE_TEAMS_PROJECT_ROOT: projectDir,
+        OPENCODE_TEAMS_DIR: path.join(projectDir, TEAMS_DIR),
+      },
+    },
   );
   reaper(child.pid);
   await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/`).catch(() => undefined)) !== undefined, {
@@ -495,7 +504,7 @@ describe("prompt delivery falls back to typing into the pane", () => {
     const leader = (await main.client.session.list()).data?.find((s) => s.title === "leader")?.id;
     const info = readInfo(main.projectDir);
     if (!leader || !info) throw new Error("the first describe did not run");
-    const proxy = await promptBlockingProxy(`http://127.0.0.1:${info.port}`);
+    const proxy = await promptBlockingProxy(`http://127.0.0.1:${info.port}`, main.projectDir);
     try {
       await registerProjectServer(main.projectDir, proxy.pid, proxy.port);
       const w3 = await callTool<SpawnOutput>(main, leader, "spawn-agent", {
@@ -632,7 +641,7 @@ describe("spawn-agent error rows on a real server", () => {
   test("prompt delivery failure: the agent stays spawning and the response says so", async () => {
     // A project server whose prompt_async always fails: a proxy in front of the real server, registered as the
     // project's server (ServerInfo), so ensureRunning reuses it. Headless: no pane to type into either.
-    const proxy = await promptBlockingProxy(errors.url);
+    const proxy = await promptBlockingProxy(errors.url, errors.projectDir);
     try {
       await registerProjectServer(errors.projectDir, proxy.pid, proxy.port);
       const result = await callTool<SpawnOutput>(errors, leader, "spawn-agent", {
