@@ -29,6 +29,8 @@ const OWNER_FORMAT = `#{pane_id}\t#{pane_dead}\t${SERVER_FORMAT}\t#{@agent_id}`;
 /** Printed by the checked action (see ifOwned) when the pane was the agent's and the action ran. */
 const OWNED_MARK = "oct-owned";
 const NO_PANE = /can't find|no server running|not found|error connecting|no such file/i;
+/** What tmux says when the server a socket names is not running: no panes there, rather than a failure. */
+const NO_SERVER = /no server running|error connecting|no such file/i;
 /** Pane titles can be overwritten by the program in the pane (OSC 2), so the border prefers our own option. */
 const BORDER_FORMAT = " #{?#{@agent_name},#{@agent_name},#{pane_title}} ";
 
@@ -370,9 +372,7 @@ export class TmuxCli implements TmuxApi {
       return undefined;
     }
     if (result.code !== 0) {
-      return /no server running|error connecting|no such file/i.test(result.stderr)
-        ? { server: undefined, owners: new Map() }
-        : undefined;
+      return NO_SERVER.test(result.stderr) ? { server: undefined, owners: new Map() } : undefined;
     }
     const live: LivePanes = { server: undefined, owners: new Map() };
     for (const text of result.stdout.split("\n")) {
@@ -392,7 +392,7 @@ export class TmuxCli implements TmuxApi {
       "#{pane_id} #{pane_pid} #{@agent_id} #{@opencode_session_id}",
     ]);
     if (result.code !== 0) {
-      if (/no server running|error connecting|no such file/i.test(result.stderr)) return undefined;
+      if (NO_SERVER.test(result.stderr)) return undefined;
       throw new TmuxError(`tmux list-panes failed: ${result.stderr.trim() || `exit ${result.code}`}`);
     }
     for (const line of result.stdout.split("\n")) {
