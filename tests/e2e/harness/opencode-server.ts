@@ -730,9 +730,10 @@ export async function startOpencode(opts: StartOpencodeOptions): Promise<Opencod
           const msgs = await messages(sessionId);
           const userIdx = msgs.findIndex((m, i) => i >= before && userMessageHasText(m, text));
           if (userIdx === -1) return undefined;
-          const last = msgs[msgs.length - 1];
-          if (last?.info.role !== "assistant" || msgs.length - 1 <= userIdx) return undefined;
-          const info = last.info;
+          // The plugin may add user messages without a turn (`noReply` notices to the leader) after the answer, so
+          // the answer is the last assistant message after ours, not necessarily the last message.
+          const info = msgs.slice(userIdx + 1).findLast((m) => m.info.role === "assistant")?.info;
+          if (info?.role !== "assistant") return undefined;
           const finished = info.time.completed !== undefined || info.error !== undefined;
           if (!finished) return undefined;
           if (info.finish === "tool-calls" && info.error === undefined) return undefined; // loop continues
