@@ -6,7 +6,7 @@
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { systemClock } from "../src/clock.ts";
-import { heartbeat } from "../src/operations/heartbeat.ts";
+import { heartbeat } from "../src/operations/liveness/heartbeat.ts";
 import { parseOptions } from "../src/options.ts";
 import { decodeSlot } from "../src/state/heartbeat-slot.ts";
 import { StoragePaths } from "../src/state/paths.ts";

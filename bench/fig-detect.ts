@@ -1,5 +1,5 @@
 import { TmuxCli } from "../src/edges/tmux.ts";
-import { StaleSweeper } from "../src/operations/sweep.ts";
+import { StaleSweeper } from "../src/operations/liveness/sweep.ts";
 import { tmux } from "../tests/e2e/harness/index.ts";
 import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
 import { makeTestContext } from "../tests/helpers/context.ts";

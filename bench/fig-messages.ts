@@ -1,8 +1,8 @@
 import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
 import type { TeamsContext } from "../src/operations/context.ts";
-import { HUMAN, sendAs } from "../src/operations/messages.ts";
-import { notifyLeader } from "../src/operations/notify.ts";
-import { createTeam } from "../src/operations/team.ts";
+import { HUMAN, sendAs } from "../src/operations/messages/messages.ts";
+import { notifyLeader } from "../src/operations/messages/notify.ts";
+import { createTeam } from "../src/operations/team/team.ts";
 import { parseOptions } from "../src/options.ts";
 import { buildContext } from "../src/plugin.ts";
 import { ServerInfoSchema, type TeamConfig } from "../src/state/schemas.ts";

@@ -1,4 +1,4 @@
-import { EventMonitor } from "../src/operations/monitor.ts";
+import { EventMonitor } from "../src/operations/liveness/monitor.ts";
 import { makeTestContext } from "../tests/helpers/context.ts";
 import { interleaved, lockedSlotWrite } from "./floors.ts";
 import { note, seedTeam, timed } from "./setup.ts";

@@ -1,6 +1,6 @@
 import type { Event } from "@opencode-ai/sdk";
-import { EventMonitor } from "../src/operations/monitor.ts";
-import { notifyLeader } from "../src/operations/notify.ts";
+import { EventMonitor } from "../src/operations/liveness/monitor.ts";
+import { notifyLeader } from "../src/operations/messages/notify.ts";
 import { makeTestContext } from "../tests/helpers/context.ts";
 import { leaderSession, note, seedTeam } from "./setup.ts";
 import { type Figure, figure } from "./stats.ts";

@@ -5,7 +5,7 @@ import { processRunning, terminateProcess } from "../src/edges/process-info.ts";
 import { recordedCredentials } from "../src/edges/server-auth.ts";
 import { quoteTmuxArg } from "../src/edges/tmux.ts";
 import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
-import { startLiveness } from "../src/operations/background.ts";
+import { startLiveness } from "../src/operations/liveness/background.ts";
 import { parseOptions } from "../src/options.ts";
 import { buildContext } from "../src/plugin.ts";
 import { type ServerInfo, ServerInfoSchema } from "../src/state/schemas.ts";

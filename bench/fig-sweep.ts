@@ -1,6 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import { StaleSweeper } from "../src/operations/sweep.ts";
+import { StaleSweeper } from "../src/operations/liveness/sweep.ts";
 import { makeTestContext, recordServerInfo, type TestContext } from "../tests/helpers/context.ts";
 import { durableReplaces, interleaved, listOnly, readAndParseAll, snapshot, writtenFiles } from "./floors.ts";
 import { leaderSession, note, seedTeam, timed } from "./setup.ts";

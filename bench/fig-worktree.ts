@@ -1,8 +1,8 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { killAgent } from "../src/operations/kill.ts";
-import { spawnAgent } from "../src/operations/spawn.ts";
-import { createTeam } from "../src/operations/team.ts";
+import { killAgent } from "../src/operations/agents/kill.ts";
+import { spawnAgent } from "../src/operations/agents/spawn.ts";
+import { createTeam } from "../src/operations/team/team.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../tests/helpers/context.ts";
 import { git } from "../tests/helpers/git.ts";
 import { interleaved } from "./floors.ts";

@@ -1,5 +1,5 @@
 import type { TeamsContext } from "../src/operations/context.ts";
-import { createTeam } from "../src/operations/team.ts";
+import { createTeam } from "../src/operations/team/team.ts";
 import { type AgentState, AgentStateSchema, type HeartbeatRecord, type Task } from "../src/state/schemas.ts";
 import { createJson } from "../src/state/store.ts";
 import { agentFixture } from "../tests/helpers/agents.ts";

@@ -19,10 +19,10 @@ import { basicAuthHeaders } from "../src/edges/opencode-client.ts";
 import { processRunning, terminateProcess } from "../src/edges/process-info.ts";
 import { recordedCredentials } from "../src/edges/server-auth.ts";
 import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
-import { teamSessionName } from "../src/operations/agent-pane.ts";
+import { teamSessionName } from "../src/operations/agents/agent-pane.ts";
+import type { ResumeAgentOutput } from "../src/operations/agents/resume.ts";
+import type { SpawnAgentOutput } from "../src/operations/agents/spawn.ts";
 import type { TeamsContext } from "../src/operations/context.ts";
-import type { ResumeAgentOutput } from "../src/operations/resume.ts";
-import type { SpawnAgentOutput } from "../src/operations/spawn.ts";
 import { parseOptions, type TeamsOptions } from "../src/options.ts";
 import { buildContext } from "../src/plugin.ts";
 import {

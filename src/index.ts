@@ -1,5 +1,5 @@
 import type { Plugin } from "@opencode-ai/plugin";
-import { releaseProjectServer } from "./operations/server-control.ts";
+import { releaseProjectServer } from "./operations/server/server-control.ts";
 import { createContext, createIdentityHook, createTools, startBackground } from "./plugin.ts";
 
 // Only the plugin itself is exported: OpenCode calls every exported function of this module as a plugin.

@@ -1,5 +1,5 @@
 import type { TeamsContext } from "../operations/context.ts";
-import { answerPermissionAsHuman, type PermissionResponse } from "../operations/waiting.ts";
+import { answerPermissionAsHuman, type PermissionResponse } from "../operations/liveness/waiting.ts";
 
 export const ANSWER_USAGE = `  opencode-teams approve <team> <agent> [--always] [--message <text>]   allow what the agent waits on
   opencode-teams deny <team> <agent>                                    refuse it`;

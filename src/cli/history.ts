@@ -1,6 +1,6 @@
 import type { TeamsContext } from "../operations/context.ts";
-import { readHistory } from "../operations/history.ts";
-import { summarizeHistory } from "../operations/history-query.ts";
+import { readHistory } from "../operations/history/history.ts";
+import { summarizeHistory } from "../operations/history/history-query.ts";
 import type { HistoryEntry } from "../state/schemas.ts";
 import { type Cell, type Painter, renderTable, type Style } from "./format.ts";
 

@@ -1,7 +1,7 @@
 import type { TeamsContext } from "../operations/context.ts";
-import { loadTeam } from "../operations/identity.ts";
-import { listInbox, viewOf } from "../operations/inbox.ts";
-import { HUMAN, sendAs } from "../operations/messages.ts";
+import { listInbox, viewOf } from "../operations/messages/inbox.ts";
+import { HUMAN, sendAs } from "../operations/messages/messages.ts";
+import { loadTeam } from "../operations/team/identity.ts";
 import { isAgentId } from "../state/paths.ts";
 import { type Cell, type Painter, renderTable } from "./format.ts";
 

@@ -1,7 +1,7 @@
+import { listUnknownAgents } from "../operations/agents/unknown-agents.ts";
 import type { TeamsContext } from "../operations/context.ts";
-import { healthOf } from "../operations/list-agents.ts";
-import { listUnknownAgents } from "../operations/unknown-agents.ts";
-import { waitingView } from "../operations/waiting.ts";
+import { waitingView } from "../operations/liveness/waiting.ts";
+import { healthOf } from "../operations/views/list-agents.ts";
 import { type Cell, formatAge, HEALTH_STYLE, type Painter, renderTable, STATUS_STYLE } from "./format.ts";
 
 export interface StatusRow {

@@ -1,6 +1,6 @@
-import { agentBranch, worktreeContents } from "../operations/bring-home.ts";
 import type { TeamsContext } from "../operations/context.ts";
-import { exists, gitOf, leaderRepo } from "../operations/worktrees.ts";
+import { agentBranch, worktreeContents } from "../operations/worktrees/bring-home.ts";
+import { exists, gitOf, leaderRepo } from "../operations/worktrees/worktrees.ts";
 import { isAgentId } from "../state/paths.ts";
 import type { AgentState } from "../state/schemas.ts";
 import { type Cell, type Painter, renderTable, STATUS_STYLE } from "./format.ts";

@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
-import { agentDiff } from "../operations/bring-home.ts";
 import type { TeamsContext } from "../operations/context.ts";
+import { agentDiff } from "../operations/worktrees/bring-home.ts";
 import agentDiffDescription from "./agent-diff.txt";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";

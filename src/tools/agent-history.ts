@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { agentHistory } from "../operations/history-query.ts";
+import { agentHistory } from "../operations/history/history-query.ts";
 import agentHistoryDescription from "./agent-history.txt";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";

@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { answerPermission } from "../operations/waiting.ts";
+import { answerPermission } from "../operations/liveness/waiting.ts";
 import answerPermissionDescription from "./answer-permission.txt";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";

@@ -1,5 +1,5 @@
 import { tool } from "@opencode-ai/plugin";
-import { completeAgent, REPORT_MAX_BYTES, SUMMARY_MAX } from "../operations/complete.ts";
+import { completeAgent, REPORT_MAX_BYTES, SUMMARY_MAX } from "../operations/agents/complete.ts";
 import type { TeamsContext } from "../operations/context.ts";
 import completeAgentDescription from "./complete-agent.txt";
 import { toolDescription } from "./description.ts";

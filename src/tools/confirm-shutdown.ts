@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
+import { confirmShutdown } from "../operations/agents/kill.ts";
 import type { TeamsContext } from "../operations/context.ts";
-import { confirmShutdown } from "../operations/kill.ts";
 import confirmShutdownDescription from "./confirm-shutdown.txt";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";

@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { createTeam } from "../operations/team.ts";
+import { createTeam } from "../operations/team/team.ts";
 import createTeamDescription from "./create-team.txt";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";

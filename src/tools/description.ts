@@ -1,4 +1,4 @@
-import { livenessTerms } from "../operations/identity-prompt.ts";
+import { livenessTerms } from "../operations/team/identity-prompt.ts";
 import type { TeamsOptions } from "../options.ts";
 
 /**

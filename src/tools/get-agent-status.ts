@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { getAgentStatus } from "../operations/status.ts";
+import { getAgentStatus } from "../operations/views/status.ts";
 import { toolDescription } from "./description.ts";
 import getAgentStatusDescription from "./get-agent-status.txt";
 import { runTool } from "./result.ts";

@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { heartbeat } from "../operations/heartbeat.ts";
+import { heartbeat } from "../operations/liveness/heartbeat.ts";
 import { toolDescription } from "./description.ts";
 import heartbeatDescription from "./heartbeat.txt";
 import { runTool } from "./result.ts";

@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
+import { killAgent } from "../operations/agents/kill.ts";
 import type { TeamsContext } from "../operations/context.ts";
-import { killAgent } from "../operations/kill.ts";
 import { toolDescription } from "./description.ts";
 import killAgentDescription from "./kill-agent.txt";
 import { runTool } from "./result.ts";

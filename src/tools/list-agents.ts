@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { HEALTH_STATUSES, listAgents } from "../operations/list-agents.ts";
+import { HEALTH_STATUSES, listAgents } from "../operations/views/list-agents.ts";
 import { toolDescription } from "./description.ts";
 import listAgentsDescription from "./list-agents.txt";
 import { runTool } from "./result.ts";

@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
-import { mergeAgent } from "../operations/bring-home.ts";
 import type { TeamsContext } from "../operations/context.ts";
+import { mergeAgent } from "../operations/worktrees/bring-home.ts";
 import { toolDescription } from "./description.ts";
 import mergeAgentDescription from "./merge-agent.txt";
 import { runTool } from "./result.ts";

@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { READ_LIMIT_DEFAULT, READ_LIMIT_MAX, readMessages } from "../operations/inbox.ts";
+import { READ_LIMIT_DEFAULT, READ_LIMIT_MAX, readMessages } from "../operations/messages/inbox.ts";
 import { toolDescription } from "./description.ts";
 import readMessagesDescription from "./read-messages.txt";
 import { runTool } from "./result.ts";

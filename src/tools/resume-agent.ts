@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
+import { RESUME_PROMPT_MAX, resumeAgent } from "../operations/agents/resume.ts";
 import type { TeamsContext } from "../operations/context.ts";
-import { RESUME_PROMPT_MAX, resumeAgent } from "../operations/resume.ts";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
 import resumeAgentDescription from "./resume-agent.txt";

@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { MESSAGE_MAX_BYTES, MESSAGES_PER_MINUTE, sendMessage } from "../operations/messages.ts";
+import { MESSAGE_MAX_BYTES, MESSAGES_PER_MINUTE, sendMessage } from "../operations/messages/messages.ts";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
 import sendMessageDescription from "./send-message.txt";

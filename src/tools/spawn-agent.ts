@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
+import { spawnAgent } from "../operations/agents/spawn.ts";
 import type { TeamsContext } from "../operations/context.ts";
-import { spawnAgent } from "../operations/spawn.ts";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
 import spawnAgentDescription from "./spawn-agent.txt";

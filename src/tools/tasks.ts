@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { createTask, listTasks, updateTask } from "../operations/task.ts";
+import { createTask, listTasks, updateTask } from "../operations/team/task.ts";
 import createTaskDescription from "./create-task.txt";
 import { toolDescription } from "./description.ts";
 import listTasksDescription from "./list-tasks.txt";

@@ -6,8 +6,8 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
-import { StaleSweeper } from "../../src/operations/sweep.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

@@ -2,7 +2,7 @@ import { afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createTeam } from "../../src/operations/team.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import type { TeamsOptions } from "../../src/options.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";

@@ -7,8 +7,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } fr
 import { readFile, writeFile } from "node:fs/promises";
 import { collectStatus } from "../../src/cli/status.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
-import { StaleSweeper } from "../../src/operations/sweep.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { ColorPoolSchema, type TaskBoard } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { hasTmux, killServer, tmuxSocketName } from "../e2e/harness/tmux.ts";

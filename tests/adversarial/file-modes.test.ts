@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { chmod, mkdir, readdir, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { allocateColor } from "../../src/operations/color-pool.ts";
-import { recordSpawned } from "../../src/operations/history.ts";
-import { notifyLeader } from "../../src/operations/notify.ts";
+import { allocateColor } from "../../src/operations/agents/color-pool.ts";
+import { recordSpawned } from "../../src/operations/history/history.ts";
+import { notifyLeader } from "../../src/operations/messages/notify.ts";
 import { buildContext } from "../../src/plugin.ts";
 import { withFileLock } from "../../src/state/lock.ts";
 import { addAgent } from "../helpers/agents.ts";

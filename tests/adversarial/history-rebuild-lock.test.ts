@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
-import { readHistory } from "../../src/operations/history.ts";
+import { readHistory } from "../../src/operations/history/history.ts";
 import { withFileLock } from "../../src/state/lock.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext } from "../helpers/context.ts";

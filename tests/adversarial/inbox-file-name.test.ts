@@ -6,7 +6,7 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { rename } from "node:fs/promises";
 import path from "node:path";
-import { deliverPending, notifyLeader } from "../../src/operations/notify.ts";
+import { deliverPending, notifyLeader } from "../../src/operations/messages/notify.ts";
 import type { TeamConfig } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

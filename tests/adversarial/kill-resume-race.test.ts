@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
 import { readFile, writeFile } from "node:fs/promises";
-import { createTeam } from "../../src/operations/team.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";

@@ -4,7 +4,7 @@
  * overflowed to 1 ms and looped. Now such a time counts as a window that has passed.
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
-import { deliverPending, notifyLeader } from "../../src/operations/notify.ts";
+import { deliverPending, notifyLeader } from "../../src/operations/messages/notify.ts";
 import { NoticeDigestSchema, type TeamConfig } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

@@ -4,7 +4,7 @@
  * carries the id of the digest that took it before it is sent, and a retry looks for that id in the session first.
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
-import { deliverPending, notifyLeader } from "../../src/operations/notify.ts";
+import { deliverPending, notifyLeader } from "../../src/operations/messages/notify.ts";
 import { InboxMessageSchema, type TeamConfig } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

@@ -24,9 +24,9 @@ import {
   openAgentPane,
   paneOwner,
   paneTiming,
-} from "../../src/operations/agent-pane.ts";
-import { StaleSweeper } from "../../src/operations/sweep.ts";
-import { createTeam } from "../../src/operations/team.ts";
+} from "../../src/operations/agents/agent-pane.ts";
+import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { capturePane, hasTmux, killServer, listPanes, tmux, tmuxSocketName } from "../e2e/harness/tmux.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
 import { addAgent } from "../helpers/agents.ts";

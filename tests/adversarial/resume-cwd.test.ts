@@ -7,7 +7,7 @@ import { afterEach, beforeAll, expect, test } from "bun:test";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createTeam } from "../../src/operations/team.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import type { TeamsOptions } from "../../src/options.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";

@@ -5,8 +5,8 @@
  * delivered instead, and a resume marks its hand-over attempted before sending.
  */
 import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
-import { deliverInboxMessage } from "../../src/operations/delivery.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { InboxMessageSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";

@@ -1,8 +1,8 @@
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
-import { RESUME_CLAIM_TTL_MS } from "../../src/operations/resume-claim.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { RESUME_CLAIM_TTL_MS } from "../../src/operations/agents/resume-claim.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";

@@ -5,8 +5,8 @@
  * scans the inboxes of the runs each live agent resumes.
  */
 import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
-import { deliverPending } from "../../src/operations/notify.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { deliverPending } from "../../src/operations/messages/notify.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 

@@ -15,8 +15,8 @@ import { processCommandLine, processRunning, terminateProcess } from "../../src/
 import { ServerManager } from "../../src/edges/server-manager.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
-import { spawnAgent } from "../../src/operations/spawn.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { spawnAgent } from "../../src/operations/agents/spawn.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
 import { ServerInfoSchema } from "../../src/state/schemas.ts";

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { processRunning, waitForExit } from "../../src/edges/process-info.ts";
-import { recountActiveSessions } from "../../src/operations/server-sessions.ts";
+import { recountActiveSessions } from "../../src/operations/server/server-sessions.ts";
 import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
 import { makeTestContext } from "../helpers/context.ts";

@@ -13,8 +13,8 @@ import { processRunning, terminateProcess } from "../../src/edges/process-info.t
 import { preferredPort, ServerStartError } from "../../src/edges/server-manager.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import OpencodeTeamsPlugin from "../../src/index.ts";
-import { getAgentStatus } from "../../src/operations/status.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
+import { getAgentStatus } from "../../src/operations/views/status.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
 import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";

@@ -5,7 +5,7 @@
  * live record of it, one per team.
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
-import { EventMonitor } from "../../src/operations/monitor.ts";
+import { EventMonitor } from "../../src/operations/liveness/monitor.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

@@ -6,8 +6,8 @@
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { readFile } from "node:fs/promises";
-import { killAgent } from "../../src/operations/kill.ts";
-import { StaleSweeper } from "../../src/operations/sweep.ts";
+import { killAgent } from "../../src/operations/agents/kill.ts";
+import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
 import type { AgentState, InboxMessage } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

@@ -5,8 +5,8 @@
  * under the agent's lock, which resume-agent's claim takes too.
  */
 import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
-import { StaleSweeper } from "../../src/operations/sweep.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 

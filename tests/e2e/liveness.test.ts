@@ -12,9 +12,9 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
-import { type LivenessHandle, startLiveness } from "../../src/operations/background.ts";
 import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { type LivenessHandle, startLiveness } from "../../src/operations/liveness/background.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
 import { type AgentState, ServerInfoSchema } from "../../src/state/schemas.ts";

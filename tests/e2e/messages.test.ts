@@ -9,12 +9,12 @@
 import { expect, test } from "bun:test";
 import { ServerManager } from "../../src/edges/server-manager.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
+import { resumeAgent } from "../../src/operations/agents/resume.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
-import { deliverInboxMessage } from "../../src/operations/delivery.ts";
-import { HUMAN, sendAs } from "../../src/operations/messages.ts";
-import { deliverPending } from "../../src/operations/notify.ts";
-import { resumeAgent } from "../../src/operations/resume.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
+import { HUMAN, sendAs } from "../../src/operations/messages/messages.ts";
+import { deliverPending } from "../../src/operations/messages/notify.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
 import { type AgentState, ServerInfoSchema, type TeamConfig } from "../../src/state/schemas.ts";

@@ -7,7 +7,7 @@ import { mkdtempSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { TmuxCli } from "../../src/edges/tmux.ts";
-import { type AgentPane, confirmPaneStarted, paneTiming } from "../../src/operations/agent-pane.ts";
+import { type AgentPane, confirmPaneStarted, paneTiming } from "../../src/operations/agents/agent-pane.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
 import { hasTmux, killServer, tmuxSocketName } from "./harness/tmux.ts";
 import { removeSocketFile } from "./tmux-socket-file.ts";

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { v4 as uuidv4 } from "uuid";
 import { TmuxCli } from "../../src/edges/tmux.ts";
-import { type LivenessHandle, startLiveness } from "../../src/operations/background.ts";
+import { type LivenessHandle, startLiveness } from "../../src/operations/liveness/background.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { agentOnDisk, leaderInbox, leadTeam } from "../helpers/team.ts";

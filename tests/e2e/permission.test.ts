@@ -11,8 +11,8 @@
 import { afterAll, expect, test } from "bun:test";
 import { SdkOpencodeApi } from "../../src/edges/opencode-client.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
-import { type LivenessHandle, startLiveness } from "../../src/operations/background.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { type LivenessHandle, startLiveness } from "../../src/operations/liveness/background.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
 import { type AgentState, ServerInfoSchema } from "../../src/state/schemas.ts";

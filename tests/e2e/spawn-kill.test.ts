@@ -22,9 +22,9 @@ import { processCommandLine, processRunning, terminateProcess } from "../../src/
 import { recordedCredentials } from "../../src/edges/server-auth.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
-import { killAgent } from "../../src/operations/kill.ts";
-import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/spawn.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { killAgent } from "../../src/operations/agents/kill.ts";
+import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/agents/spawn.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
 import { StoragePaths } from "../../src/state/paths.ts";

@@ -5,7 +5,7 @@ import { ManualClock } from "../../src/clock.ts";
 import { GitCli } from "../../src/edges/git.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
-import { paneTiming } from "../../src/operations/agent-pane.ts";
+import { paneTiming } from "../../src/operations/agents/agent-pane.ts";
 import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";

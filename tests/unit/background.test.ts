@@ -2,7 +2,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import type { PluginInput } from "@opencode-ai/plugin";
 import type { Event } from "@opencode-ai/sdk";
 import OpencodeTeamsPlugin from "../../src/index.ts";
-import { livenessRunning, startLiveness } from "../../src/operations/background.ts";
+import { livenessRunning, startLiveness } from "../../src/operations/liveness/background.ts";
 import { resolveStorageRoot } from "../../src/state/paths.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { utimes } from "node:fs/promises";
 import path from "node:path";
-import { recordEnded, recordSpawned } from "../../src/operations/history.ts";
+import { recordEnded, recordSpawned } from "../../src/operations/history/history.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";

@@ -1,7 +1,7 @@
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { StaleSweeper } from "../../src/operations/sweep.ts";
-import { createTeam } from "../../src/operations/team.ts";
-import { enforceTimeouts } from "../../src/operations/timeouts.ts";
+import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
+import { enforceTimeouts } from "../../src/operations/liveness/timeouts.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 import { leaderInbox as inboxOfLeader } from "../helpers/team.ts";

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { v4 as uuidv4 } from "uuid";
-import { HEARTBEAT_METADATA_MAX_KEYS, mergeMetadata } from "../../src/operations/heartbeat.ts";
+import { HEARTBEAT_METADATA_MAX_KEYS, mergeMetadata } from "../../src/operations/liveness/heartbeat.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

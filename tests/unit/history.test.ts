@@ -1,7 +1,12 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { readdir, writeFile } from "node:fs/promises";
 import { v4 as uuidv4 } from "uuid";
-import { enforceMaxEntries, readHistory, recordEnded, recordSpawned } from "../../src/operations/history.ts";
+import {
+  enforceMaxEntries,
+  readHistory,
+  recordEnded,
+  recordSpawned,
+} from "../../src/operations/history/history.ts";
 import type { HistoryEntry } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

@@ -2,7 +2,7 @@ import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:te
 import { readFile } from "node:fs/promises";
 import { pidAlive } from "../../src/edges/process.ts";
 import { childPids, terminateProcess } from "../../src/edges/process-info.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { instantPanes, makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
@@ -205,7 +205,7 @@ describe("kill-agent graceful", () => {
   test("the tool call's abort stops the wait and finishes as force", async () => {
     const a = await spawnOne();
     const controller = new AbortController();
-    const { killAgent } = await import("../../src/operations/kill.ts");
+    const { killAgent } = await import("../../src/operations/agents/kill.ts");
     setTimeout(() => controller.abort(), 50);
     const result = await killAgent(ctx, { teamName: "alpha", agentId: a.agentId }, LEADER, {
       signal: controller.signal,

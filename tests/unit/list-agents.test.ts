@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { writeFile } from "node:fs/promises";
-import type { AgentListing } from "../../src/operations/list-agents.ts";
+import type { AgentListing } from "../../src/operations/views/list-agents.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";

@@ -1,8 +1,8 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { deliverInboxMessage } from "../../src/operations/delivery.ts";
-import { HUMAN, sendAs } from "../../src/operations/messages.ts";
-import { flushNotices } from "../../src/operations/notice-digest.ts";
-import { deliverPending, notifyLeader } from "../../src/operations/notify.ts";
+import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
+import { HUMAN, sendAs } from "../../src/operations/messages/messages.ts";
+import { flushNotices } from "../../src/operations/messages/notice-digest.ts";
+import { deliverPending, notifyLeader } from "../../src/operations/messages/notify.ts";
 import { type AgentState, InboxMessageSchema, type TeamConfig } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";

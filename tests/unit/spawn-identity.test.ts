@@ -1,12 +1,12 @@
 import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
-import { allocateColor, COLOR_PALETTE, releaseColor } from "../../src/operations/color-pool.ts";
+import { allocateColor, COLOR_PALETTE, releaseColor } from "../../src/operations/agents/color-pool.ts";
+import { spawnAgent } from "../../src/operations/agents/spawn.ts";
 import {
   agentSessionTitle,
   identitySystemTransform,
   parseAgentSessionTitle,
-} from "../../src/operations/identity-prompt.ts";
-import { spawnAgent } from "../../src/operations/spawn.ts";
-import { createTeam } from "../../src/operations/team.ts";
+} from "../../src/operations/team/identity-prompt.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { substituteSystemValues } from "../e2e/harness/mock-model.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 

@@ -1,10 +1,10 @@
 import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
-import { COLOR_PALETTE } from "../../src/operations/color-pool.ts";
-import { parseAgentSessionTitle } from "../../src/operations/identity-prompt.ts";
-import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/spawn.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { COLOR_PALETTE } from "../../src/operations/agents/color-pool.ts";
+import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/agents/spawn.ts";
+import { parseAgentSessionTitle } from "../../src/operations/team/identity-prompt.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { v4 as uuidv4 } from "uuid";
-import { StaleSweeper } from "../../src/operations/sweep.ts";
-import { createTeam } from "../../src/operations/team.ts";
+import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 

@@ -2,10 +2,10 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
-import { nextHeartbeat } from "../../src/operations/heartbeat.ts";
-import { recordSpawned } from "../../src/operations/history.ts";
-import { StaleSweeper } from "../../src/operations/sweep.ts";
-import { reassignTasksOf } from "../../src/operations/task.ts";
+import { recordSpawned } from "../../src/operations/history/history.ts";
+import { nextHeartbeat } from "../../src/operations/liveness/heartbeat.ts";
+import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
+import { reassignTasksOf } from "../../src/operations/team/task.ts";
 import {
   AgentHistorySchema,
   type AgentState,

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { readdir, writeFile } from "node:fs/promises";
 import { v4 as uuidv4 } from "uuid";
-import { reassignTasksOf } from "../../src/operations/task.ts";
+import { reassignTasksOf } from "../../src/operations/team/task.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";

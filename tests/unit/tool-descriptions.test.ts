@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { identityText } from "../../src/operations/identity-prompt.ts";
+import { identityText } from "../../src/operations/team/identity-prompt.ts";
 import { createTools } from "../../src/plugin.ts";
 import { toolDescription } from "../../src/tools/description.ts";
 import { agentFixture } from "../helpers/agents.ts";

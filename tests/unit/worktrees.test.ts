@@ -2,7 +2,7 @@ import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:te
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { identityText } from "../../src/operations/identity-prompt.ts";
+import { identityText } from "../../src/operations/team/identity-prompt.ts";
 import type { AgentState, AgentWorktree } from "../../src/state/schemas.ts";
 import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
 import { commitFile, git, initRepo } from "../helpers/git.ts";

@@ -1,0 +1,124 @@
+import { assertAgentId, assertTeamName } from "../../state/paths.ts";
+import type { TeamsContext } from "../context.ts";
+import { notifyLeader } from "../messages/notify.ts";
+import { CallerError, fail, type OpResult } from "../result.ts";
+import { loadTeam, resolveCaller } from "../team/identity.ts";
+import { finishAgent, readAgentOrFail } from "./kill.ts";
+
+export const SUMMARY_MAX = 4_000;
+/** The findings that reach the leader in the completion notice (bytes, UTF-8). */
+export const REPORT_MAX_BYTES = 16 * 1024;
+
+export interface CompleteAgentInput {
+  teamName: string;
+  agentId: string;
+  status: "completed" | "failed";
+  summary?: string;
+  report?: string;
+}
+
+export interface CompleteAgentOutput {
+  agentId: string;
+  name: string;
+  status: "completed" | "failed";
+  /** in_progress tasks the agent still owned, now pending again. */
+  reassignedTasks: string[];
+  paneClosed: boolean;
+  message: string;
+  warnings?: string[];
+}
+
+/**
+ * complete-agent: the agent reports the end of its work (or the leader does for it). The outcome goes to the history
+ * and the leader, and the agent ends for good: terminated, tasks it still held handed back, pane closed unless the
+ * team keeps panes.
+ */
+export async function completeAgent(
+  ctx: TeamsContext,
+  input: CompleteAgentInput,
+  callerSessionId: string,
+): Promise<OpResult<CompleteAgentOutput>> {
+  assertTeamName(input.teamName);
+  assertAgentId(input.agentId);
+  const summary = input.summary?.trim() || undefined;
+  if (summary && summary.length > SUMMARY_MAX) {
+    throw new CallerError(`summary is ${summary.length} characters; keep it under ${SUMMARY_MAX}`);
+  }
+  const report = input.report?.trim() || undefined;
+  const reportBytes = report ? Buffer.byteLength(report, "utf8") : 0;
+  if (reportBytes > REPORT_MAX_BYTES) {
+    throw new CallerError(
+      `report is ${reportBytes} bytes; keep it under ${REPORT_MAX_BYTES} (put the rest in a file and name it in the report)`,
+    );
+  }
+  const team = await loadTeam(ctx, input.teamName);
+  const agent = await readAgentOrFail(ctx, team, input.agentId);
+  const caller = await resolveCaller(ctx, team, callerSessionId);
+  const byItself = agent.sessionId === callerSessionId && caller?.agentId === agent.agentId;
+  const ended =
+    agent.status === "terminated"
+      ? `Agent '${agent.name}' (${agent.agentId}) already ended (${agent.outcome ?? "terminated"})`
+      : undefined;
+  if (ended && agent.sessionId === callerSessionId && caller && !byItself) {
+    // A resumed agent may still quote its old id from earlier in its conversation.
+    return fail(
+      `${ended}; this session now belongs to agent '${caller.agentId}' (resumed): use that agentId`,
+    );
+  }
+  if (!byItself && !caller?.isLeader) return fail(`Agent '${input.agentId}' does not belong to this session`);
+  if (agent.role === "leader") return fail("The team leader is not a spawned agent and cannot be completed");
+  if (ended) return fail(ended);
+  if (agent.status === "inactive") {
+    return fail(
+      `Agent '${agent.name}' (${agent.agentId}) is inactive and was recorded as interrupted; resume it with resume-agent, or kill it`,
+    );
+  }
+
+  const reason = `${input.status}${byItself ? "" : " (reported by the leader)"}${summary ? `: ${summary}` : ""}`;
+  const finished = await finishAgent(ctx, agent, {
+    reason,
+    outcome: input.status,
+    history: input.status,
+    ...(summary ? { summary } : {}),
+    keepPane: team.keepPanes,
+    abortSession: !byItself,
+  });
+  const warnings = [...finished.warnings];
+  if (byItself) {
+    try {
+      await notifyLeader(ctx, team, {
+        type: input.status === "completed" ? "agent_completed" : "agent_failed",
+        text: `Agent ${agent.name} (${agent.agentId}) ${input.status}${summary ? `: ${summary}` : "."}${
+          finished.reassignedTasks.length > 0
+            ? ` Tasks it still had in progress are pending again: ${finished.reassignedTasks.join(", ")}.`
+            : ""
+        }${report ? `\nReport from ${agent.name}:\n${report}` : ""}`,
+        data: {
+          agentId: agent.agentId,
+          name: agent.name,
+          status: input.status,
+          ...(summary ? { summary } : {}),
+          ...(report ? { report } : {}),
+          reassignedTasks: finished.reassignedTasks,
+        },
+      });
+    } catch (error) {
+      warnings.push(
+        `The leader could not be notified: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+  }
+  ctx.log("info", `agent ${agent.name} ${input.status}`, { agentId: agent.agentId, byItself });
+  return {
+    success: true,
+    agentId: agent.agentId,
+    name: agent.name,
+    status: input.status,
+    reassignedTasks: finished.reassignedTasks,
+    paneClosed: !team.keepPanes && agent.paneId !== undefined,
+    message: byItself
+      ? "Recorded. Your work is done: end your turn now without further tool calls."
+      : `Agent ${agent.name} recorded as ${input.status} and stopped.`,
+    ...(warnings.length > 0 ? { warnings } : {}),
+  };
+}

@@ -1,0 +1,192 @@
+import { stat } from "node:fs/promises";
+import { assertAgentId, assertTeamName, InvalidNameError } from "../../state/paths.ts";
+import type {
+  AgentState,
+  AgentStatus,
+  HeartbeatMetadata,
+  HeartbeatRecord,
+  HeartbeatSource,
+} from "../../state/schemas.ts";
+import type { TeamsContext } from "../context.ts";
+import { CallerError, fail, type OpResult } from "../result.ts";
+import { loadTeam } from "../team/identity.ts";
+
+/** Largest metadata object one heartbeat may carry (bytes of its JSON). */
+export const HEARTBEAT_METADATA_LIMIT = 8 * 1024;
+/** Metadata is merged across heartbeats; only the most recently set keys are kept. */
+export const HEARTBEAT_METADATA_MAX_KEYS = 32;
+
+export interface HeartbeatInput {
+  agentId: string;
+  teamName: string;
+  status?: "active" | "idle";
+  metadata?: HeartbeatMetadata;
+}
+
+export interface HeartbeatOutput {
+  heartbeatTs: string;
+  nextDeadline: string;
+  agentStatus: AgentStatus;
+}
+
+function jsonBytes(value: unknown): number {
+  return Buffer.byteLength(JSON.stringify(value));
+}
+
+/**
+ * New keys win and move to the end; the oldest keys go first when there are too many or the whole is too big, so
+ * an agent that reports progress under ever new keys cannot grow its record without bound.
+ */
+export function mergeMetadata(
+  previous: HeartbeatMetadata | undefined,
+  next: HeartbeatMetadata | undefined,
+): HeartbeatMetadata | undefined {
+  if (!next) return previous;
+  const merged = new Map<string, unknown>(Object.entries(previous ?? {}));
+  for (const [key, value] of Object.entries(next)) {
+    merged.delete(key);
+    merged.set(key, value);
+  }
+  const keys = [...merged.keys()];
+  while (keys.length > HEARTBEAT_METADATA_MAX_KEYS) merged.delete(keys.shift() as string);
+  let out = Object.fromEntries(merged);
+  while (jsonBytes(out) > HEARTBEAT_METADATA_LIMIT && merged.size > 0) {
+    merged.delete(merged.keys().next().value as string);
+    out = Object.fromEntries(merged);
+  }
+  return out;
+}
+
+/** The next liveness record. `event` says whether this is the agent's own sign of life (see `lastEventAt`). */
+export function nextHeartbeat(
+  previous: HeartbeatRecord | undefined,
+  nowIso: string,
+  source: HeartbeatSource,
+  options: { event: boolean; metadata?: HeartbeatMetadata },
+): HeartbeatRecord {
+  const metadata = mergeMetadata(previous?.metadata, options.metadata);
+  const lastEventAt = options.event ? nowIso : previous?.lastEventAt;
+  return {
+    version: 1,
+    heartbeatTs: nowIso,
+    source,
+    // Every heartbeat counts, whoever writes it; callers hold the agent's lock so none is lost.
+    updates: (previous?.updates ?? 0) + 1,
+    ...(metadata ? { metadata } : {}),
+    ...(lastEventAt ? { lastEventAt } : {}),
+  };
+}
+
+/** Statuses the liveness machinery may still change; the others belong to kill (shutting_down) or are final. */
+export function isLive(status: AgentStatus): boolean {
+  return status === "spawning" || status === "active" || status === "idle";
+}
+
+/** The agent's run has not ended: it has a session the server is (or should be) running. */
+export function isRunning(status: AgentStatus): boolean {
+  return isLive(status) || status === "shutting_down";
+}
+
+function statusAfterHeartbeat(current: AgentStatus, requested: HeartbeatInput["status"]): AgentStatus {
+  // A kill in progress owns the status; a heartbeat must not pull the agent back out of it.
+  if (current === "shutting_down") return current;
+  if (requested) return requested;
+  return current === "spawning" ? "active" : current;
+}
+
+/**
+ * The explicit heartbeat (specs/heartbeat.md). The fast path rewrites only the fixed-size liveness slot; the durable agent file
+ * is rewritten only when something durable changes (a status transition, or misses to reset).
+ */
+export async function heartbeat(
+  ctx: TeamsContext,
+  input: HeartbeatInput,
+  sessionId: string,
+): Promise<OpResult<HeartbeatOutput>> {
+  assertTeamName(input.teamName);
+  assertAgentId(input.agentId);
+  if (input.metadata !== undefined) {
+    const bytes = jsonBytes(input.metadata);
+    if (bytes > HEARTBEAT_METADATA_LIMIT) {
+      return fail(
+        `Heartbeat metadata is too large: ${bytes} bytes (limit ${HEARTBEAT_METADATA_LIMIT}). Send a short summary instead.`,
+      );
+    }
+  }
+  const { store } = ctx;
+  // Taking the lock creates the agents directory; never do that for a team or agent that does not exist.
+  const exists = await stat(store.paths.agentState(input.teamName, input.agentId)).then(
+    () => true,
+    () => false,
+  );
+  if (!exists) {
+    await loadTeam(ctx, input.teamName);
+    return fail(notFound(input.agentId));
+  }
+  let outcome: OpResult<HeartbeatOutput> | undefined;
+  try {
+    outcome = await store.withAgentLock(input.teamName, input.agentId, async () => {
+      const [read, slot] = await Promise.all([
+        store.readAgent(input.teamName, input.agentId),
+        store.readHeartbeat(input.teamName, input.agentId),
+      ]);
+      if (read.kind === "corrupt") return fail(notFound(input.agentId), [read.warning]);
+      if (read.kind !== "ok") return undefined;
+      const agent = read.value;
+      if (agent.sessionId !== sessionId) {
+        return fail(
+          `Agent '${input.agentId}' does not belong to this session: heartbeat only with your own agentId, from your identity at the top of your system prompt`,
+        );
+      }
+      if (agent.status === "terminated") {
+        return fail(
+          `Cannot heartbeat for terminated agent: your run has ended (${agent.outcome ?? "terminated"}). Stop working and end your turn.`,
+        );
+      }
+      if (agent.status === "inactive") {
+        return fail(
+          `Agent is inactive: you were declared inactive (${agent.statusReason ?? "no sign of life"}) and your tasks went back to the team. Stop working and end your turn with a note of where you got to; the team leader can resume you.`,
+        );
+      }
+
+      const now = ctx.clock.now();
+      const nowIso = new Date(now).toISOString();
+      const status = statusAfterHeartbeat(agent.status, input.status);
+      await store.writeHeartbeat(
+        input.teamName,
+        input.agentId,
+        nextHeartbeat(slot.record, nowIso, "tool", { event: true, metadata: input.metadata }),
+      );
+      if (status !== agent.status || agent.consecutiveMisses > 0) {
+        const next: AgentState = {
+          ...agent,
+          status,
+          heartbeatTs: nowIso,
+          heartbeatSource: "tool",
+          consecutiveMisses: 0,
+          lastMissAt: undefined,
+          updatedAt: nowIso,
+        };
+        await store.writeAgent(next);
+      }
+      return {
+        success: true as const,
+        heartbeatTs: nowIso,
+        nextDeadline: new Date(now + ctx.options.staleThresholdMs).toISOString(),
+        agentStatus: status,
+      };
+    });
+  } catch (error) {
+    if (error instanceof CallerError || error instanceof InvalidNameError) throw error;
+    // Lock timeouts land here too: the agent can simply retry on its next heartbeat.
+    const details = error instanceof Error ? error.message : String(error);
+    return fail(`Failed to update heartbeat: ${details}`);
+  }
+  // Undefined: the file vanished between the check and the lock.
+  return outcome ?? fail(notFound(input.agentId));
+}
+
+/** Said to an agent that quotes an id it does not own: most often an old id after a resume. */
+function notFound(agentId: string): string {
+  return `Agent '${agentId}' not found: use the agentId from your identity at the top of your system prompt (a resumed agent gets a new id)`;
+}

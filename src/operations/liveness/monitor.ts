@@ -1,0 +1,560 @@
+import type { OpencodeApi } from "../../edges/opencode-api.ts";
+import type { AgentState, AgentStatus, HeartbeatSource } from "../../state/schemas.ts";
+import type { TeamsContext } from "../context.ts";
+import { SessionIndex, type SessionOwner } from "../team/identity.ts";
+import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
+import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
+import {
+  rejectedNotice,
+  sendAnswer,
+  tellLeaderWaiting,
+  type WaitingRequest,
+  waitingNotice,
+} from "./waiting.ts";
+
+/** What an OpenCode event says about a session, reduced to what liveness needs. */
+export type Signal =
+  | { kind: "busy"; sessionId: string; source: HeartbeatSource; resync?: boolean }
+  | { kind: "idle"; sessionId: string; source: HeartbeatSource; resync?: boolean }
+  /** `running`: a tool part that is pending or running, so a turn is certainly under way. */
+  | { kind: "activity"; sessionId: string; source: HeartbeatSource; running: boolean }
+  | { kind: "error"; sessionId: string; name: string; message: string | undefined }
+  | { kind: "deleted"; sessionId: string }
+  /** The session asks for a permission or asked a question, and waits for the answer. */
+  | { kind: "waiting"; sessionId: string; request: WaitingRequest }
+  /** A pending request was answered (by anyone: answer-permission, the pane, the server rejecting it on abort). */
+  | { kind: "answered"; sessionId: string; requestId: string };
+
+type Json = Record<string, unknown>;
+
+function record(value: unknown): Json | undefined {
+  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Json) : undefined;
+}
+
+function text(value: unknown): string | undefined {
+  return typeof value === "string" && value !== "" ? value : undefined;
+}
+
+function patternOf(value: unknown): string | undefined {
+  if (Array.isArray(value)) {
+    const patterns = value.filter((item): item is string => typeof item === "string" && item !== "");
+    return patterns.length > 0 ? patterns.join(" ") : undefined;
+  }
+  return text(value);
+}
+
+/**
+ * A permission request. OpenCode 1.18.33 sends `permission.asked` (`permission`, `patterns`); the 1.x SDK types name
+ * `permission.updated` (`type`, `title`, `pattern`): both are read.
+ */
+function permissionAsked(props: Json): Signal | undefined {
+  const sessionId = text(props.sessionID);
+  const requestId = text(props.id);
+  if (!sessionId || !requestId) return undefined;
+  const title = text(props.title) ?? text(props.permission) ?? text(props.type) ?? "permission";
+  const pattern = patternOf(props.patterns) ?? patternOf(props.pattern);
+  return {
+    kind: "waiting",
+    sessionId,
+    request: { kind: "permission", requestId, title, ...(pattern ? { pattern } : {}) },
+  };
+}
+
+function questionAsked(props: Json): Signal | undefined {
+  const sessionId = text(props.sessionID);
+  const requestId = text(props.id);
+  if (!sessionId || !requestId) return undefined;
+  const questions = Array.isArray(props.questions) ? props.questions.map(record) : [];
+  const title =
+    questions
+      .map((question) => text(question?.question) ?? text(question?.header))
+      .filter((line): line is string => line !== undefined)
+      .join(" / ") || "a question";
+  return { kind: "waiting", sessionId, request: { kind: "question", requestId, title } };
+}
+
+function answered(props: Json): Signal | undefined {
+  const sessionId = text(props.sessionID);
+  const requestId = text(props.requestID) ?? text(props.permissionID);
+  return sessionId && requestId ? { kind: "answered", sessionId, requestId } : undefined;
+}
+
+/**
+ * Map an event (in-process bus or SSE; same shape) to a signal. Shapes are read defensively: the stream also carries
+ * events the SDK types do not list, and a field missing in some version must not throw.
+ */
+export function classifyEvent(event: unknown): Signal | undefined {
+  const root = record(event);
+  const type = text(root?.type);
+  const props = record(root?.properties) ?? {};
+  const info = record(props.info);
+  switch (type) {
+    case "session.status": {
+      const sessionId = text(props.sessionID);
+      const status = text(record(props.status)?.type);
+      if (!sessionId || !status) return undefined;
+      if (status === "busy" || status === "retry")
+        return { kind: "busy", sessionId, source: "sdk_session_status" };
+      if (status === "idle") return { kind: "idle", sessionId, source: "sdk_session_status" };
+      return undefined;
+    }
+    case "session.idle": {
+      const sessionId = text(props.sessionID);
+      return sessionId ? { kind: "idle", sessionId, source: "sdk_session_idle" } : undefined;
+    }
+    case "session.updated": {
+      const sessionId = text(props.sessionID) ?? text(info?.id);
+      return sessionId
+        ? { kind: "activity", sessionId, source: "sdk_session_updated", running: false }
+        : undefined;
+    }
+    case "session.deleted": {
+      const sessionId = text(props.sessionID) ?? text(info?.id);
+      return sessionId ? { kind: "deleted", sessionId } : undefined;
+    }
+    case "session.error": {
+      const sessionId = text(props.sessionID);
+      if (!sessionId) return undefined;
+      const error = record(props.error);
+      return {
+        kind: "error",
+        sessionId,
+        name: text(error?.name) ?? "UnknownError",
+        message: text(record(error?.data)?.message),
+      };
+    }
+    case "message.updated": {
+      const sessionId = text(props.sessionID) ?? text(info?.sessionID);
+      return sessionId ? { kind: "activity", sessionId, source: "sdk_message", running: false } : undefined;
+    }
+    case "message.part.updated": {
+      const part = record(props.part);
+      const sessionId = text(props.sessionID) ?? text(part?.sessionID);
+      if (!sessionId) return undefined;
+      if (part?.type !== "tool")
+        return { kind: "activity", sessionId, source: "sdk_message", running: false };
+      const status = text(record(part.state)?.status);
+      return {
+        kind: "activity",
+        sessionId,
+        source: "sdk_tool_execute",
+        running: status === "pending" || status === "running",
+      };
+    }
+    case "permission.asked":
+    case "permission.updated":
+      return permissionAsked(props);
+    case "question.asked":
+      return questionAsked(props);
+    case "permission.replied":
+    case "question.replied":
+    case "question.rejected":
+      return answered(props);
+    default:
+      return undefined;
+  }
+}
+
+/** OpenCode names this error ContextOverflowError; providers' own wording shows up inside APIError messages. */
+export function isContextOverflow(name: string, message: string | undefined): boolean {
+  if (name === "ContextOverflowError") return true;
+  return /context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|context window/i.test(
+    message ?? "",
+  );
+}
+
+function describeError(name: string, message: string | undefined): string {
+  return message ? `${name}: ${message}` : name;
+}
+
+export interface MonitorStats {
+  /** Events received (hook and stream). */
+  events: number;
+  /** Events about a known agent's session. */
+  agentEvents: number;
+  /** Locked state updates made (heartbeat slot and/or agent file). */
+  writes: number;
+  /** Events dropped by coalescing. */
+  coalesced: number;
+  /** Stream connections that delivered at least one event. */
+  connects: number;
+  /** Status re-reads after a (re)connect. */
+  resyncs: number;
+  failures: number;
+}
+
+interface ApplyOutcome {
+  death?: Omit<InactiveAgent, "tasks">;
+  /** A request seen for the first time: the leader is to hear of it. */
+  asked?: { agent: AgentState; request: WaitingRequest };
+}
+
+interface Tracked {
+  status: AgentStatus;
+  misses: number;
+  lastWriteAt: number;
+}
+
+/**
+ * The passive heartbeat: turns OpenCode events about agents' sessions into liveness updates. One per process and
+ * project (see background.ts). Events are processed one at a time, in arrival order, so a quick busy -> idle pair can
+ * never be written in the wrong order; a heartbeat is written at most once per agent per `eventCoalesceMs`, while
+ * status transitions, errors and deletions are written at once.
+ */
+export class EventMonitor {
+  readonly stats: MonitorStats = {
+    events: 0,
+    agentEvents: 0,
+    writes: 0,
+    coalesced: 0,
+    connects: 0,
+    resyncs: 0,
+    failures: 0,
+  };
+  private readonly index: SessionIndex;
+  private readonly tracked = new Map<string, Tracked>();
+  /** What the server last said each agent session is doing; activity alone does not make an idle session busy. */
+  private readonly serverActivity = new Map<string, "busy" | "idle">();
+  private chain: Promise<void> = Promise.resolve();
+  private pending = 0;
+
+  constructor(
+    private readonly ctx: TeamsContext,
+    options: { indexRebuildMs?: number } = {},
+  ) {
+    this.index = new SessionIndex(ctx, options.indexRebuildMs ?? 2_000);
+  }
+
+  /** Accept an event; never throws and never blocks the caller (the OpenCode bus). */
+  handleEvent(event: unknown): void {
+    this.stats.events++;
+    const signal = classifyEvent(event);
+    if (signal) this.enqueue(() => this.process(signal));
+  }
+
+  /** Resolves once every event accepted so far has been processed. */
+  async settled(): Promise<void> {
+    while (this.pending > 0) await this.chain;
+  }
+
+  private enqueue(task: () => Promise<void>): void {
+    this.pending++;
+    this.chain = this.chain
+      .then(task)
+      .catch((error: unknown) => {
+        this.stats.failures++;
+        this.ctx.log("warn", "liveness monitor could not apply an event", {
+          error: error instanceof Error ? error.message : String(error),
+        });
+      })
+      .finally(() => {
+        this.pending--;
+      });
+  }
+
+  /**
+   * Read one connection of the server's event stream until it ends or `signal` aborts. Returns whether it delivered
+   * anything (the caller's backoff resets then). OpenCode keeps no replay, so the first event of every connection
+   * triggers a re-read of the session statuses.
+   */
+  async consume(server: OpencodeApi, signal: AbortSignal, onEvent?: () => void): Promise<boolean> {
+    let connected = false;
+    try {
+      for await (const event of server.events(signal)) {
+        onEvent?.();
+        if (!connected) {
+          connected = true;
+          this.stats.connects++;
+          this.enqueue(() => this.resync(server));
+        }
+        this.handleEvent(event);
+      }
+    } catch (error) {
+      if (!signal.aborted) {
+        this.ctx.log("debug", "event stream of the project server ended", {
+          error: error instanceof Error ? error.message : String(error),
+        });
+      }
+    }
+    return connected;
+  }
+
+  /**
+   * Make state agree with `GET /session/status` after a gap in the stream, asking for every directory that has live
+   * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`). A
+   * directory that did not answer is left out; the others are still applied.
+   */
+  async resync(server: OpencodeApi): Promise<void> {
+    this.index.invalidate();
+    const live: AgentState[] = [];
+    for (const teamName of await this.ctx.store.listTeamNames()) {
+      const { items } = await this.ctx.store.listAgentViews(teamName);
+      for (const { state } of items) if (state.role !== "leader" && isLive(state.status)) live.push(state);
+    }
+    const { statuses, failed } = await server.sessionStatuses([...new Set(live.map((state) => state.cwd))]);
+    this.stats.resyncs++;
+    for (const [directory, error] of Object.entries(failed)) {
+      this.ctx.log("warn", "resync: the project's OpenCode server did not answer for a directory", {
+        directory,
+        error,
+      });
+    }
+    for (const state of live) {
+      // Unknown is not idle: the agents of a directory that did not answer keep the state they have.
+      if (failed[state.cwd] !== undefined) continue;
+      const activity = statuses[state.sessionId];
+      if (activity === "busy" || activity === "retry") {
+        await this.process({
+          kind: "busy",
+          sessionId: state.sessionId,
+          source: "sdk_session_status",
+          resync: true,
+        });
+      } else {
+        this.serverActivity.set(state.sessionId, "idle");
+        // Missing from the map means idle (or gone, which the sweep finds out); it is no sign of life.
+        if (state.status === "active") {
+          await this.process({
+            kind: "idle",
+            sessionId: state.sessionId,
+            source: "sdk_session_status",
+            resync: true,
+          });
+        }
+      }
+    }
+    await this.reconcileWaiting(server, live);
+  }
+
+  /** Requests asked or answered during a gap in the stream: the server's pending lists say which are open now. */
+  private async reconcileWaiting(server: OpencodeApi, live: readonly AgentState[]): Promise<void> {
+    const pending = await server
+      .pendingRequests([...new Set(live.map((state) => state.cwd))])
+      .catch(() => undefined);
+    // A server without these lists (or one that did not answer) leaves waitingFor to the events and to idle.
+    if (!pending) return;
+    const open = new Map<string, Signal>();
+    for (const item of pending) {
+      const signal =
+        item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
+      if (signal) open.set(signal.sessionId, signal);
+    }
+    for (const state of live) {
+      const signal = open.get(state.sessionId);
+      if (signal) await this.process(signal);
+      else if (state.waitingFor)
+        await this.process({
+          kind: "answered",
+          sessionId: state.sessionId,
+          requestId: state.waitingFor.requestId,
+        });
+    }
+  }
+
+  /** The status `signal` moves an agent to, if any. A kill in progress owns the status of a shutting_down agent. */
+  private desiredStatus(signal: Signal, current: AgentStatus): AgentStatus | undefined {
+    if (current === "shutting_down") return undefined;
+    switch (signal.kind) {
+      case "busy":
+        return "active";
+      case "idle":
+        return signal.resync && current !== "active" ? undefined : "idle";
+      case "waiting":
+        // A request is asked from inside a turn: the agent is at work, only paused.
+        return "active";
+      case "activity":
+        if (signal.running) return "active";
+        // Late updates after a turn ended (summaries, titles) must not flip an idle agent back to active.
+        return this.serverActivity.get(signal.sessionId) === "idle" ? undefined : "active";
+      default:
+        return undefined;
+    }
+  }
+
+  private async process(signal: Signal): Promise<void> {
+    const owners = await this.index.lookup(signal.sessionId);
+    if (owners.length === 0) return;
+    this.stats.agentEvents++;
+    if (signal.kind === "busy" || (signal.kind === "activity" && signal.running)) {
+      this.serverActivity.set(signal.sessionId, "busy");
+    }
+    if (signal.kind === "idle") this.serverActivity.set(signal.sessionId, "idle");
+    // Every team's record of the session hears it: a worker that leads its own team is alive in both.
+    for (const owner of owners) await this.processFor(owner, signal);
+  }
+
+  private async processFor(owner: SessionOwner, signal: Signal): Promise<void> {
+    let hit = owner;
+    let key = `${hit.teamName}/${hit.agentId}`;
+    let known = this.tracked.get(key);
+    if (known && !isRunning(known.status)) {
+      // resume-agent hands an ended agent's session to a new record: the session may have a live owner by now.
+      const next = (await this.index.relookup(signal.sessionId)).find((o) => o.teamName === owner.teamName);
+      if (!next || next.agentId === hit.agentId) return;
+      hit = next;
+      key = `${hit.teamName}/${hit.agentId}`;
+      known = this.tracked.get(key);
+      if (known && !isRunning(known.status)) return;
+    }
+    const urgent =
+      signal.kind === "error" ||
+      signal.kind === "deleted" ||
+      signal.kind === "waiting" ||
+      signal.kind === "answered" ||
+      !known ||
+      known.misses > 0 ||
+      (this.desiredStatus(signal, known.status) ?? known.status) !== known.status;
+    if (!urgent && known && this.ctx.clock.now() - known.lastWriteAt < this.ctx.options.eventCoalesceMs) {
+      this.stats.coalesced++;
+      return;
+    }
+    const outcome = await this.apply(hit.teamName, hit.agentId, key, signal);
+    if (outcome?.death) await this.handOver(hit.teamName, outcome.death);
+    if (outcome?.asked) await this.announce(hit.teamName, outcome.asked.agent, outcome.asked.request);
+  }
+
+  /** Tell the leader once per request (the caller saw it first, under the agent's lock), or reject it when told to. */
+  private async announce(teamName: string, agent: AgentState, request: WaitingRequest): Promise<void> {
+    if (agent.headless && this.ctx.options.headlessPermissions === "reject") {
+      try {
+        await sendAnswer(this.ctx, agent, request, "reject");
+        await tellLeaderWaiting(this.ctx, teamName, agent, rejectedNotice(agent, request));
+        return;
+      } catch (error) {
+        this.ctx.log("warn", "could not reject a headless agent's request; the leader is asked instead", {
+          agent: agent.agentId,
+          error: error instanceof Error ? error.message : String(error),
+        });
+      }
+    }
+    await tellLeaderWaiting(this.ctx, teamName, agent, waitingNotice(agent, request));
+  }
+
+  /** What a waiting/answered/idle signal makes of `waitingFor`; undefined when it stays as it is. */
+  private nextWaiting(
+    agent: AgentState,
+    signal: Signal,
+    nowIso: string,
+  ): AgentState["waitingFor"] | undefined {
+    const current = agent.waitingFor ?? null;
+    switch (signal.kind) {
+      case "waiting":
+        // The leader's own session is the user's: the user sees its requests.
+        if (agent.role === "leader" || current?.requestId === signal.request.requestId) return undefined;
+        return { ...signal.request, since: nowIso };
+      case "answered":
+        return current?.requestId === signal.requestId ? null : undefined;
+      case "idle":
+        // An idle session waits on nothing, whatever reply event the stream lost.
+        return current ? null : undefined;
+      default:
+        return undefined;
+    }
+  }
+
+  private async apply(
+    teamName: string,
+    agentId: string,
+    key: string,
+    signal: Signal,
+  ): Promise<ApplyOutcome | undefined> {
+    const { store } = this.ctx;
+    return store.withAgentLock(teamName, agentId, async () => {
+      const [read, slot] = await Promise.all([
+        store.readAgent(teamName, agentId),
+        store.readHeartbeat(teamName, agentId),
+      ]);
+      if (read.kind !== "ok") {
+        this.tracked.delete(key);
+        return undefined;
+      }
+      const agent = read.value;
+      const now = this.ctx.clock.now();
+      const nowIso = new Date(now).toISOString();
+      const track = (state: AgentState) =>
+        this.tracked.set(key, {
+          status: state.status,
+          misses: state.consecutiveMisses,
+          lastWriteAt: now,
+        });
+      // Events never revive an agent that was declared dead or terminated.
+      if (!isRunning(agent.status)) {
+        track(agent);
+        return undefined;
+      }
+      this.stats.writes++;
+
+      if (signal.kind === "deleted") {
+        // The leader is the user's own session, and a kill in progress deletes the session itself.
+        if (agent.role === "leader" || agent.status === "shutting_down") {
+          track(agent);
+          return undefined;
+        }
+        const reason = `its OpenCode session ${agent.sessionId} was deleted`;
+        const next = markedInactive(agent, reason, nowIso);
+        await store.writeAgent(next);
+        track(next);
+        return { death: { agent: next, cause: "session_deleted", reason } };
+      }
+
+      let next: AgentState = agent;
+      const resync = (signal.kind === "busy" || signal.kind === "idle") && signal.resync === true;
+      // A status re-read is no event: an idle session says nothing of life, a busy one is vouched for by the server.
+      const heartbeats = !(resync && signal.kind === "idle");
+      const isEvent = heartbeats && !resync;
+      const source: HeartbeatSource = "source" in signal ? signal.source : "sdk_session_updated";
+      if (heartbeats) {
+        await store.writeHeartbeat(
+          teamName,
+          agentId,
+          nextHeartbeat(slot.record, nowIso, source, { event: isEvent }),
+        );
+      }
+      const desired = this.desiredStatus(signal, agent.status);
+      if (desired && desired !== agent.status) next = { ...next, status: desired };
+      if (heartbeats && agent.consecutiveMisses > 0)
+        next = { ...next, consecutiveMisses: 0, lastMissAt: undefined };
+      const waitingFor = this.nextWaiting(agent, signal, nowIso);
+      if (waitingFor !== undefined) next = { ...next, waitingFor };
+      const announce =
+        signal.kind === "waiting" && waitingFor && agent.announcedRequestId !== signal.request.requestId;
+      if (announce) next = { ...next, announcedRequestId: signal.request.requestId };
+      if (signal.kind === "error") {
+        const description = describeError(signal.name, signal.message);
+        const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
+        // The same error can arrive twice (plugin loaded twice, or hook and stream in two processes).
+        const duplicate =
+          agent.lastError === description &&
+          agent.lastErrorAt !== undefined &&
+          now - Date.parse(agent.lastErrorAt) < window;
+        if (!duplicate) {
+          next = {
+            ...next,
+            lastError: description,
+            lastErrorAt: nowIso,
+            sessionRotationCount:
+              next.sessionRotationCount + (isContextOverflow(signal.name, signal.message) ? 1 : 0),
+          };
+        }
+      }
+      if (next !== agent) {
+        next = {
+          ...next,
+          ...(heartbeats ? { heartbeatTs: nowIso, heartbeatSource: source } : {}),
+          ...(isEvent ? { lastEventAt: nowIso } : {}),
+          updatedAt: nowIso,
+        };
+        await store.writeAgent(next);
+      }
+      track(next);
+      if (announce) return { asked: { agent: next, request: signal.request } };
+      return undefined;
+    });
+  }
+
+  private async handOver(teamName: string, death: Omit<InactiveAgent, "tasks">): Promise<void> {
+    const team = await this.ctx.store.readTeam(teamName);
+    if (team.kind !== "ok") return;
+    await handOverInactive(this.ctx, team.value, [death]);
+  }
+}

@@ -1,0 +1,567 @@
+import type { OpencodeApi, SessionActivity, SessionStatuses } from "../../edges/opencode-api.ts";
+import { type LivePanes, ownsLivePane, type PaneRef } from "../../edges/tmux-api.ts";
+import { mapLimit } from "../../map-limit.ts";
+import type { AgentState, TeamConfig } from "../../state/schemas.ts";
+import { type AgentView, type BatchChange, effectiveHeartbeatTs } from "../../state/team-store.ts";
+import { agentPaneRef } from "../agents/agent-pane.ts";
+import { finishOverdueKill, killOverdue } from "../agents/kill.ts";
+import { abortEndedSession } from "../agents/session-abort.ts";
+import type { TeamsContext } from "../context.ts";
+import { deliverPending, notifyLeader } from "../messages/notify.ts";
+import { isLive, nextHeartbeat } from "./heartbeat.ts";
+import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactive } from "./inactive.ts";
+import { reminderNotice, tellLeaderWaiting } from "./waiting.ts";
+
+/** What one sweep did; returned for tests and logged when anything happened. */
+export interface SweepReport {
+  teams: number;
+  /** Agents the sweep is responsible for (live workers and reviewers). */
+  checked: number;
+  /** Agent files read (agents known to be fresh are not read again until they could be stale). */
+  read: number;
+  /** Agents whose heartbeat was older than the threshold. */
+  stale: number;
+  /** Misses counted (not counting the ones that made an agent inactive). */
+  misses: number;
+  /** Busy sessions whose heartbeat the sweep refreshed. */
+  refreshed: number;
+  /** Agents whose miss count went back to 0 after a fresh heartbeat. */
+  reset: number;
+  /** Stale agents spared because they wait on a permission or a question. */
+  waiting: number;
+  /** Leaders reminded of a request left open longer than `waitingRemindMs`. */
+  reminded: number;
+  inactive: InactiveAgent[];
+  /** Leader notices delivered by the retry pass. */
+  delivered: number;
+  /** Graceful kills past their deadline whose caller was gone, finished by this sweep. */
+  killsFinished: number;
+  /** undefined: nothing needed asking the server this time. */
+  serverReachable: boolean | undefined;
+  durationMs: number;
+}
+
+type SweepOutcome =
+  | { kind: "none" | "miss" | "refreshed" | "reset" | "waiting" }
+  | { kind: "remind"; agent: AgentState }
+  | { kind: "inactive"; death: Omit<InactiveAgent, "tasks"> };
+
+type Verdict =
+  | { kind: "dead"; cause: InactiveCause; reason: string }
+  | { kind: "busy" }
+  /** Blocked on a permission or a question: no miss, no busy cap (see specs/heartbeat.md). */
+  | { kind: "waiting" }
+  | { kind: "miss"; cause: "stale" | "busy_cap"; busyForS?: number };
+
+interface ServerFacts {
+  server: OpencodeApi | undefined;
+  /** Non-idle sessions of the directories that answered. */
+  statuses: Record<string, SessionActivity>;
+  /** Directories whose statuses could not be read, and why: their agents' sessions are unknown, not idle. */
+  unanswered: Map<string, string>;
+}
+
+/** One directory's answer: its non-idle sessions, or why it could not be asked. */
+type DirectoryAnswer = { statuses: Record<string, SessionActivity> } | { error: string };
+
+const CHECK_CONCURRENCY = 16;
+
+function seconds(ms: number): number {
+  return Math.round(ms / 1000);
+}
+
+/**
+ * What the project server says, read at most once per sweep and directory, and only for directories that have stale
+ * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`). A
+ * directory that cannot be asked (deleted, timed out) leaves only its own agents without the busy check.
+ */
+class ServerFactsReader {
+  private server: Promise<OpencodeApi | undefined> | undefined;
+  private readonly asked = new Map<string, Promise<DirectoryAnswer>>();
+
+  constructor(private readonly ctx: TeamsContext) {}
+
+  async read(directories: ReadonlySet<string>): Promise<ServerFacts> {
+    this.server ??= this.ctx.edges.projectServer().catch(() => undefined);
+    const server = await this.server;
+    if (!server) return { server, statuses: {}, unanswered: new Map() };
+    const missing = [...directories].filter((directory) => !this.asked.has(directory));
+    if (missing.length > 0) {
+      const answers = server.sessionStatuses(missing).catch((error: unknown): SessionStatuses => {
+        const why = error instanceof Error ? error.message : String(error);
+        return { statuses: {}, failed: Object.fromEntries(missing.map((directory) => [directory, why])) };
+      });
+      for (const directory of missing) {
+        this.asked.set(
+          directory,
+          answers.then((answer) => this.answerFor(directory, answer)),
+        );
+      }
+    }
+    const facts: ServerFacts = { server, statuses: {}, unanswered: new Map() };
+    for (const directory of directories) {
+      const answer = await this.asked.get(directory);
+      if (!answer) continue;
+      if ("error" in answer) facts.unanswered.set(directory, answer.error);
+      else Object.assign(facts.statuses, answer.statuses);
+    }
+    return facts;
+  }
+
+  private answerFor(directory: string, { statuses, failed }: SessionStatuses): DirectoryAnswer {
+    const error = failed[directory];
+    if (error === undefined) return { statuses };
+    this.ctx.log("warn", "stale sweep: the project's OpenCode server did not answer for a directory", {
+      directory,
+      error,
+    });
+    return { error };
+  }
+
+  /** undefined: nothing needed asking the server this sweep; false: it did not answer for some directory. */
+  async reachable(): Promise<boolean | undefined> {
+    if (!this.server) return undefined;
+    if (!(await this.server)) return false;
+    if (this.asked.size === 0) return undefined;
+    const answers = await Promise.all(this.asked.values());
+    return answers.every((answer) => !("error" in answer));
+  }
+}
+
+/** Whether the server's status map speaks for this agent: it was running and answered for the agent's directory. */
+function statusKnown(facts: ServerFacts, agent: AgentState): boolean {
+  return facts.server !== undefined && !facts.unanswered.has(agent.cwd);
+}
+
+/** The leader is the user's own session: never swept, whatever its files say. */
+function isSweptMember(team: TeamConfig, agent: AgentState): boolean {
+  return (
+    agent.role !== "leader" &&
+    agent.agentId !== team.leader &&
+    agent.sessionId !== team.leaderSessionId &&
+    isLive(agent.status)
+  );
+}
+
+/** Last time the agent itself (not the sweep vouching for a busy session) showed life. */
+function lastSignOfLife(view: Pick<AgentView, "state" | "heartbeat">): number {
+  return Math.max(
+    Date.parse(view.state.heartbeatTs),
+    view.state.lastEventAt ? Date.parse(view.state.lastEventAt) : 0,
+    view.heartbeat?.lastEventAt ? Date.parse(view.heartbeat.lastEventAt) : 0,
+  );
+}
+
+/**
+ * The stale sweep (specs/heartbeat.md). Any number of processes may run it: every decision is re-checked under the agent's
+ * lock, and a miss is counted at most once per sweep interval whichever process counts it (`lastMissAt`).
+ */
+export class StaleSweeper {
+  /** Leader notices known to be delivered (file paths), so the retry pass skips them cheaply. */
+  private readonly settledNotices = new Set<string>();
+  /**
+   * `team/agentId` -> until when this agent need not be read again: the moment its last seen heartbeat goes stale
+   * (Infinity for agents the sweep never acts on). Keeps a sweep of many healthy agents to a directory listing.
+   */
+  private readonly skipUntil = new Map<string, number>();
+  /**
+   * `team/agentId` -> the pane of a running agent the sweep has read. Every sweep checks these, fresh agents too: a
+   * closed pane means the user stopped the agent, though its session on the server may still be heartbeating. A pane
+   * id that now names a pane that is not the agent's (a restarted tmux server) counts as closed.
+   */
+  private readonly panes = new Map<string, PaneRef>();
+  /** `team/agentId` of every agent a sweep has read: one the sweep never read may have a pane it does not know. */
+  private readonly seen = new Set<string>();
+  /** Running agents read before their pane was recorded (spawn records it after the prompt). */
+  private readonly awaitingPane = new Set<string>();
+
+  constructor(private readonly ctx: TeamsContext) {}
+
+  /**
+   * The pane watch between sweeps (see specs/heartbeat.md): true when a known pane is gone or no longer the agent's,
+   * or an agent's pane is not known yet. Costs one `tmux list-panes -a` per tmux server and a directory listing per
+   * team; it runs nothing built from agents' text.
+   */
+  async needsSweep(): Promise<boolean> {
+    if (this.awaitingPane.size > 0) return true;
+    for (const teamName of await this.ctx.store.listTeamNames()) {
+      for (const agentId of await this.ctx.store.listAgentIds(teamName))
+        if (!this.seen.has(`${teamName}/${agentId}`)) return true;
+    }
+    const lists = new Map<string, Promise<LivePanes | undefined>>();
+    for (const pane of this.panes.values()) {
+      const socket = pane.socket ?? "";
+      let list = lists.get(socket);
+      if (!list) {
+        list = this.ctx.edges.tmux.livePanes(pane.socket).catch(() => undefined);
+        lists.set(socket, list);
+      }
+      const live = await list;
+      if (live && !ownsLivePane(live, pane)) return true;
+    }
+    return false;
+  }
+
+  async sweep(): Promise<SweepReport> {
+    const { ctx } = this;
+    const started = performance.now();
+    const report: SweepReport = {
+      teams: 0,
+      checked: 0,
+      read: 0,
+      stale: 0,
+      misses: 0,
+      refreshed: 0,
+      reset: 0,
+      waiting: 0,
+      reminded: 0,
+      inactive: [],
+      delivered: 0,
+      killsFinished: 0,
+      serverReachable: undefined,
+      durationMs: 0,
+    };
+    const facts = new ServerFactsReader(ctx);
+    // One `tmux list-panes -a` per tmux server per sweep, however many agents and teams share it.
+    const paneLists = new Map<string, Promise<LivePanes | undefined>>();
+    const livePanes = (socket: string | undefined) => {
+      const key = socket ?? "";
+      let list = paneLists.get(key);
+      if (!list) {
+        list = ctx.edges.tmux.livePanes(socket).catch(() => undefined);
+        paneLists.set(key, list);
+      }
+      return list;
+    };
+    for (const teamName of await ctx.store.listTeamNames()) {
+      try {
+        await this.sweepTeam(teamName, report, (directories) => facts.read(directories), livePanes);
+      } catch (error) {
+        ctx.log("error", `sweep of team ${teamName} failed`, {
+          error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+        });
+      }
+    }
+    report.serverReachable = await facts.reachable();
+    report.durationMs = performance.now() - started;
+    const acted = report.misses + report.inactive.length + report.refreshed + report.killsFinished;
+    if (acted + report.delivered > 0) {
+      ctx.log("debug", "stale sweep", {
+        checked: report.checked,
+        stale: report.stale,
+        misses: report.misses,
+        refreshed: report.refreshed,
+        inactive: report.inactive.length,
+        delivered: report.delivered,
+        killsFinished: report.killsFinished,
+        durationMs: Math.round(report.durationMs),
+      });
+    }
+    return report;
+  }
+
+  private async sweepTeam(
+    teamName: string,
+    report: SweepReport,
+    serverFacts: (directories: ReadonlySet<string>) => Promise<ServerFacts>,
+    livePanes: (socket: string | undefined) => Promise<LivePanes | undefined>,
+  ): Promise<void> {
+    const { ctx } = this;
+    const read = await ctx.store.readTeam(teamName);
+    if (read.kind !== "ok") {
+      // Nothing to do for its agents until the team can be read; the pane watch need not ask again every tick.
+      for (const agentId of await ctx.store.listAgentIds(teamName)) this.seen.add(`${teamName}/${agentId}`);
+      return;
+    }
+    const team = read.value;
+    report.teams++;
+    const now = ctx.clock.now();
+    const threshold = ctx.options.staleThresholdMs;
+    const ids = await ctx.store.listAgentIds(teamName);
+    // Every listed agent is looked at by this sweep (read, or skipped as known), damaged files included.
+    for (const agentId of ids) this.seen.add(`${teamName}/${agentId}`);
+    const paneGone = await this.panesGone(teamName, ids, livePanes);
+    for (const agentId of paneGone) this.skipUntil.delete(`${teamName}/${agentId}`);
+    const due: string[] = [];
+    for (const agentId of ids) {
+      const until = this.skipUntil.get(`${teamName}/${agentId}`);
+      if (until === undefined || now > until) due.push(agentId);
+      else if (until !== Number.POSITIVE_INFINITY) report.checked++;
+    }
+    report.read += due.length;
+    const reads = await ctx.store.readAgentViews(teamName, due);
+    const stale: AgentView[] = [];
+    const toReset: AgentView[] = [];
+    const overdueKills: AgentState[] = [];
+    for (const [index, result] of reads.entries()) {
+      if (result.kind === "corrupt") {
+        ctx.log("warn", `stale sweep skipped agent ${due[index]} of team ${teamName}`, {
+          warning: result.warning,
+        });
+      }
+      if (result.kind !== "ok") continue;
+      const view = result.value;
+      const key = `${teamName}/${view.state.agentId}`;
+      this.awaitingPane.delete(key);
+      if (!isSweptMember(team, view.state)) {
+        this.panes.delete(key);
+        // Final states and the leader never need another look; shutting_down may still go either way.
+        if (view.state.status !== "shutting_down") this.skipUntil.set(key, Number.POSITIVE_INFINITY);
+        else if (killOverdue(view.state, now, ctx.options)) overdueKills.push(view.state);
+        continue;
+      }
+      report.checked++;
+      const paneRef = agentPaneRef(view.state);
+      if (paneRef) this.panes.set(key, paneRef);
+      // Only while the spawn may still be opening it: an agent that never got a pane is left to the sweep.
+      else if (!view.state.headless && now - Date.parse(view.state.createdAt) < threshold)
+        this.awaitingPane.add(key);
+      const freshUntil = Date.parse(view.heartbeatTs) + threshold;
+      // A gone pane goes to the verdict, which confirms it and declares the agent dead whatever its heartbeat says.
+      if (now > freshUntil || paneGone.has(view.state.agentId)) stale.push(view);
+      else if (view.state.consecutiveMisses > 0) toReset.push(view);
+      // Heartbeats only ever make an agent fresher: until then it cannot be stale, so it need not be read. Except an
+      // agent whose pane is still being opened (spawn records it after the prompt): read it until its pane is known.
+      else if (view.state.headless || view.state.paneId) this.skipUntil.set(key, freshUntil);
+    }
+    report.stale += stale.length;
+
+    let facts: ServerFacts = { server: undefined, statuses: {}, unanswered: new Map() };
+    if (stale.length > 0) facts = await serverFacts(new Set(stale.map((view) => view.state.cwd)));
+    const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => this.verdict(view, facts, now));
+
+    const deaths: Omit<InactiveAgent, "tasks">[] = [];
+    const reminders: AgentState[] = [];
+    const abortable: AgentState[] = [];
+    const work: { view: AgentView; verdict: Verdict | undefined }[] = [
+      ...stale.map((view, index) => ({ view, verdict: verdicts[index] })),
+      ...toReset.map((view) => ({ view, verdict: undefined })),
+    ];
+    const verdictOf = new Map(work.map(({ view, verdict }) => [view.state.agentId, verdict]));
+    const outcomes = await ctx.store.updateAgents(team.name, [...verdictOf.keys()], (agentId, current) =>
+      this.decide(team, agentId, current, verdictOf.get(agentId), now, facts),
+    );
+    for (const outcome of outcomes) {
+      switch (outcome.kind) {
+        case "inactive":
+          deaths.push(outcome.death);
+          if (facts.statuses[outcome.death.agent.sessionId] !== undefined)
+            abortable.push(outcome.death.agent);
+          break;
+        case "miss":
+          report.misses++;
+          break;
+        case "refreshed":
+          report.refreshed++;
+          break;
+        case "reset":
+          report.reset++;
+          break;
+        case "waiting":
+          report.waiting++;
+          break;
+        case "remind":
+          report.waiting++;
+          reminders.push(outcome.agent);
+          break;
+        default:
+          break;
+      }
+    }
+
+    if (deaths.length > 0) {
+      report.inactive.push(...(await handOverInactive(ctx, team, deaths)));
+      // A session the server still runs would keep working on tasks that were just handed to someone else. Aborted
+      // under the agent's lock, like every abort of an ended record: a resume may have handed the session on already.
+      await mapLimit(abortable, CHECK_CONCURRENCY, async (agent) => {
+        const skipped = await abortEndedSession(ctx, agent, { wasRunning: true }).catch((error: unknown) => [
+          error instanceof Error ? error.message : String(error),
+        ]);
+        for (const warning of skipped) ctx.log("info", `stale sweep: ${warning}`, { team: team.name });
+      });
+    }
+    for (const agent of reminders) {
+      if (!agent.waitingFor) continue;
+      await tellLeaderWaiting(ctx, team.name, agent, reminderNotice(agent, agent.waitingFor, now));
+      report.reminded++;
+    }
+    if (overdueKills.length > 0) report.killsFinished += await this.finishOverdueKills(team, overdueKills);
+    report.delivered += await deliverPending(ctx, team, this.settledNotices);
+  }
+
+  /**
+   * Graceful kills whose caller is gone (its tool call was cut off, OpenCode restarted): finished as their caller
+   * would have. Only the finisher whose write ended a run tells the leader, so two sweepers report it once.
+   */
+  private async finishOverdueKills(team: TeamConfig, agents: readonly AgentState[]): Promise<number> {
+    const lines: string[] = [];
+    for (const agent of agents) {
+      const finished = await finishOverdueKill(this.ctx, agent);
+      if (!finished.ended) continue;
+      const tasks = finished.reassignedTasks.length > 0 ? finished.reassignedTasks.join(", ") : "none";
+      lines.push(
+        `The kill of agent ${agent.name} (${agent.agentId}) was left unfinished; it is terminated now. Tasks returned to pending: ${tasks}.`,
+      );
+    }
+    if (lines.length > 0) {
+      await notifyLeader(this.ctx, team, { type: "notice", text: lines.join("\n") }).catch(
+        (error: unknown) => {
+          this.ctx.log("error", "could not tell the leader of finished kills", {
+            team: team.name,
+            error: error instanceof Error ? error.message : String(error),
+          });
+        },
+      );
+    }
+    return lines.length;
+  }
+
+  /** Agents of the team whose known pane is no longer on its tmux server, or no longer theirs. */
+  private async panesGone(
+    teamName: string,
+    ids: readonly string[],
+    livePanes: (socket: string | undefined) => Promise<LivePanes | undefined>,
+  ): Promise<Set<string>> {
+    const gone = new Set<string>();
+    for (const agentId of ids) {
+      const pane = this.panes.get(`${teamName}/${agentId}`);
+      if (!pane) continue;
+      const live = await livePanes(pane.socket);
+      if (live && !ownsLivePane(live, pane)) gone.add(agentId);
+    }
+    return gone;
+  }
+
+  /** Check the facts before calling a stale agent missing: its session, its pane, whether the server says it works. */
+  private async verdict(view: AgentView, facts: ServerFacts, now: number): Promise<Verdict> {
+    const { state } = view;
+    const known = statusKnown(facts, state);
+    const activity = known ? facts.statuses[state.sessionId] : undefined;
+    if (known && facts.server && activity === undefined) {
+      // Idle sessions are left out of the status map, so only an explicit lookup tells idle from deleted.
+      const exists = await facts.server.sessionExists(state.sessionId).catch(() => undefined);
+      if (exists === false) {
+        return {
+          kind: "dead",
+          cause: "session_gone",
+          reason: `its OpenCode session ${state.sessionId} no longer exists`,
+        };
+      }
+    }
+    const paneRef = agentPaneRef(state);
+    if (paneRef) {
+      const pane = await this.ctx.edges.tmux.paneState(paneRef).catch(() => "unknown" as const);
+      if (pane === "gone")
+        return { kind: "dead", cause: "pane_gone", reason: `its tmux pane ${state.paneId} is gone` };
+    }
+    if (state.waitingFor) return { kind: "waiting" };
+    if (activity === "busy" || activity === "retry") {
+      const quietMs = now - lastSignOfLife(view);
+      if (quietMs <= this.ctx.options.busyCapMs) return { kind: "busy" };
+      return { kind: "miss", cause: "busy_cap", busyForS: seconds(quietMs) };
+    }
+    return { kind: "miss", cause: "stale" };
+  }
+
+  /** A waiting agent is neither counted missing nor capped; the leader is reminded once when it waits too long. */
+  private decideWaiting(
+    agent: AgentState,
+    withMissesReset: AgentState,
+    now: number,
+  ): BatchChange<SweepOutcome> {
+    const waiting = agent.waitingFor;
+    // Answered between the verdict and the lock: the next sweep judges it afresh.
+    if (!waiting) return { result: { kind: "none" } };
+    const base = agent.consecutiveMisses > 0 ? withMissesReset : agent;
+    if (waiting.remindedAt || now - Date.parse(waiting.since) < this.ctx.options.waitingRemindMs) {
+      return { ...(base !== agent ? { next: base } : {}), result: { kind: "waiting" } };
+    }
+    const nowIso = new Date(now).toISOString();
+    const next: AgentState = { ...base, waitingFor: { ...waiting, remindedAt: nowIso }, updatedAt: nowIso };
+    return { next, result: { kind: "remind", agent: next } };
+  }
+
+  /**
+   * Re-check with the agent's lock held (a heartbeat or another sweeper may have come first) and say what to write.
+   * The agent's new state goes into the batch; the heartbeat slot of a busy agent is written here, in place.
+   */
+  private async decide(
+    team: TeamConfig,
+    agentId: string,
+    agent: AgentState | undefined,
+    verdict: Verdict | undefined,
+    now: number,
+    facts: ServerFacts,
+  ): Promise<BatchChange<SweepOutcome>> {
+    const { ctx } = this;
+    const { store } = ctx;
+    const { staleThresholdMs, sweepIntervalMs, graceMisses } = ctx.options;
+    if (!agent || !isSweptMember(team, agent)) return { result: { kind: "none" } };
+    const slot = await store.readHeartbeat(team.name, agentId);
+    const nowIso = new Date(now).toISOString();
+    const heartbeatTs = effectiveHeartbeatTs(agent, slot.record);
+    const fresh = now - Date.parse(heartbeatTs) <= staleThresholdMs;
+    const withMissesReset: AgentState = {
+      ...agent,
+      consecutiveMisses: 0,
+      lastMissAt: undefined,
+      updatedAt: nowIso,
+    };
+
+    // Dead is a fact (pane or session gone), not a matter of heartbeat age: a session still running on the server
+    // can keep heartbeating after the user closed its pane.
+    if (verdict?.kind === "dead") {
+      const next = markedInactive(agent, verdict.reason, nowIso);
+      return {
+        next,
+        result: { kind: "inactive", death: { agent: next, cause: verdict.cause, reason: verdict.reason } },
+      };
+    }
+    if (verdict?.kind === "waiting") return this.decideWaiting(agent, withMissesReset, now);
+    if (fresh || verdict === undefined) {
+      if (!fresh || agent.consecutiveMisses === 0) return { result: { kind: "none" } };
+      return { next: withMissesReset, result: { kind: "reset" } };
+    }
+    if (verdict.kind === "busy") {
+      await store.writeHeartbeat(
+        team.name,
+        agentId,
+        nextHeartbeat(slot.record, nowIso, "sweep_busy_check", { event: false }),
+      );
+      return {
+        ...(agent.consecutiveMisses > 0 ? { next: withMissesReset } : {}),
+        result: { kind: "refreshed" },
+      };
+    }
+    // Another sweeper counted this interval's miss already. The 10% slack absorbs timer jitter.
+    if (agent.lastMissAt && now - Date.parse(agent.lastMissAt) < sweepIntervalMs * 0.9)
+      return { result: { kind: "none" } };
+    // Misses are consecutive only when no heartbeat came in since the last one was counted.
+    const consecutive =
+      agent.lastMissAt && Date.parse(heartbeatTs) <= Date.parse(agent.lastMissAt)
+        ? agent.consecutiveMisses + 1
+        : 1;
+    if (consecutive < graceMisses) {
+      return {
+        next: { ...agent, consecutiveMisses: consecutive, lastMissAt: nowIso, updatedAt: nowIso },
+        result: { kind: "miss" },
+      };
+    }
+    const quiet = seconds(now - Date.parse(heartbeatTs));
+    let reason =
+      verdict.cause === "busy_cap"
+        ? `its session has reported busy with no activity for ${verdict.busyForS ?? quiet} s (cap ${seconds(ctx.options.busyCapMs)} s)`
+        : `no heartbeat for ${quiet} s (${consecutive} missed sweeps)`;
+    if (verdict.cause === "stale" && !statusKnown(facts, agent)) {
+      reason += facts.server
+        ? `; the project's OpenCode server did not answer for its directory ${agent.cwd}`
+        : "; the project's OpenCode server is not running";
+    }
+    const next = markedInactive(
+      { ...agent, consecutiveMisses: consecutive, lastMissAt: nowIso },
+      reason,
+      nowIso,
+    );
+    return { next, result: { kind: "inactive", death: { agent: next, cause: verdict.cause, reason } } };
+  }
+}

@@ -1,0 +1,182 @@
+import { isoNow } from "../../clock.ts";
+import type { OpencodeApi } from "../../edges/opencode-api.ts";
+import { assertTeamName } from "../../state/paths.ts";
+import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
+import type { FiledMessage } from "../../state/team-store.ts";
+import type { TeamsContext } from "../context.ts";
+import { CallerError, type OpResult } from "../result.ts";
+import { loadTeam, requireMember } from "../team/identity.ts";
+import { messageHeader, renderMessage, sessionShows } from "./delivery.ts";
+
+export const READ_LIMIT_DEFAULT = 20;
+export const READ_LIMIT_MAX = 100;
+
+export interface ReadMessagesInput {
+  teamName: string;
+  unreadOnly?: boolean;
+  from?: string;
+  limit?: number;
+}
+
+export interface MessageView {
+  id: string;
+  from: string;
+  fromName?: string;
+  type: string;
+  time: string;
+  text: string;
+  delivered: boolean;
+  /** Whether it had been read before this call. */
+  read: boolean;
+}
+
+export interface ReadMessagesOutput {
+  messages: MessageView[];
+  /** Unread messages left after this call (beyond `limit`). */
+  unread: number;
+  warnings?: string[];
+}
+
+/** The inbox ids of `agentId` and of the runs it resumes (messages stored for an earlier run stay in its inbox). */
+export async function inboxChain(ctx: TeamsContext, team: TeamConfig, agentId: string): Promise<string[]> {
+  const chain = [agentId];
+  let current = agentId;
+  while (chain.length < 20) {
+    const read = await ctx.store.readAgent(team.name, current);
+    const previous = read.kind === "ok" ? read.value.resumes : undefined;
+    if (!previous || chain.includes(previous)) break;
+    chain.push(previous);
+    current = previous;
+  }
+  return chain;
+}
+
+/** The inbox of `agentId` (and its earlier runs), newest first, filtered. Nothing is marked. */
+export async function listInbox(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+  filter: { unreadOnly?: boolean; from?: string } = {},
+): Promise<{ items: FiledMessage[]; warnings: string[] }> {
+  const items: FiledMessage[] = [];
+  const warnings: string[] = [];
+  for (const id of await inboxChain(ctx, team, agentId)) {
+    const listed = await ctx.store.readInbox(team.name, id);
+    items.push(...listed.items);
+    warnings.push(...listed.warnings);
+  }
+  const from = filter.from === "leader" ? team.leader : filter.from;
+  const kept = items.filter(
+    (message) =>
+      (!filter.unreadOnly || !message.readAt) &&
+      (!from || message.from === from || message.fromName === from),
+  );
+  kept.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+  return { items: kept, warnings };
+}
+
+/** Set `field` to now on messages that do not have it yet; only a delivery mark is flushed to disk. */
+function markMessages(
+  ctx: TeamsContext,
+  messages: readonly FiledMessage[],
+  field: "readAt" | "attemptedAt" | "deliveredAt",
+): Promise<void> {
+  return ctx.store.markInboxMessages(
+    messages,
+    { [field]: isoNow(ctx.clock) },
+    { unlessSet: field, durable: field === "deliveredAt" },
+  );
+}
+
+/** Messages kept for `agentId` (and the runs it resumes) that never reached its session, oldest first. */
+export async function storedMessages(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+): Promise<FiledMessage[]> {
+  const { items } = await listInbox(ctx, team, agentId);
+  return items.filter((message) => message.type === "message" && !message.deliveredAt).reverse();
+}
+
+/**
+ * The stored messages a resume prompt hands over. Into a reused session, one whose delivery was attempted (by a send
+ * or an earlier resume that died before marking it) and that the session already shows is marked delivered instead:
+ * handing it over again would show the model the same message twice.
+ */
+export async function messagesToHandOver(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+  reused: { server: OpencodeApi; sessionId: string } | undefined,
+): Promise<FiledMessage[]> {
+  const stored = await storedMessages(ctx, team, agentId);
+  if (!reused) return stored;
+  const shown: FiledMessage[] = [];
+  for (const message of stored) {
+    // When the session cannot be read, hand it over: a message seen twice is better than one never seen.
+    if (message.attemptedAt && (await sessionShows(reused, messageHeader(message)).catch(() => false)))
+      shown.push(message);
+  }
+  await markMessages(ctx, shown, "deliveredAt");
+  return stored.filter((message) => !shown.includes(message));
+}
+
+/**
+ * Marked before the resume prompt goes out: a process that dies after sending it and before marking the messages
+ * delivered loses only that mark, and the next attempt finds the messages in the session.
+ */
+export function markHandOverAttempted(ctx: TeamsContext, messages: readonly FiledMessage[]): Promise<void> {
+  return markMessages(ctx, messages, "attemptedAt");
+}
+
+/** The part of a resume prompt that hands stored messages over, each with its usual header. */
+export function handOverText(messages: readonly InboxMessage[]): string {
+  if (messages.length === 0) return "";
+  return [
+    `Messages that reached your inbox while you were stopped (${messages.length}, oldest first):`,
+    ...messages.map(renderMessage),
+  ].join("\n\n");
+}
+
+/** Stored messages that went out in a resume prompt count as delivered. */
+export function markHandedOver(ctx: TeamsContext, messages: readonly FiledMessage[]): Promise<void> {
+  return markMessages(ctx, messages, "deliveredAt");
+}
+
+export function viewOf(message: InboxMessage): MessageView {
+  return {
+    id: message.id,
+    from: message.from,
+    ...(message.fromName ? { fromName: message.fromName } : {}),
+    type: message.type,
+    time: message.createdAt,
+    text: message.text,
+    delivered: message.deliveredAt !== undefined,
+    read: message.readAt !== undefined,
+  };
+}
+
+/** read-messages: the caller's own inbox, newest first; what it returns is marked read. */
+export async function readMessages(
+  ctx: TeamsContext,
+  input: ReadMessagesInput,
+  callerSessionId: string,
+): Promise<OpResult<ReadMessagesOutput>> {
+  assertTeamName(input.teamName);
+  const limit = input.limit ?? READ_LIMIT_DEFAULT;
+  if (!Number.isInteger(limit) || limit < 1 || limit > READ_LIMIT_MAX) {
+    throw new CallerError(`limit must be a whole number from 1 to ${READ_LIMIT_MAX}`);
+  }
+  const team = await loadTeam(ctx, input.teamName);
+  const caller = await requireMember(ctx, team, callerSessionId);
+  const { items, warnings } = await listInbox(ctx, team, caller.agentId, input);
+  const returned = items.slice(0, limit);
+  await markMessages(ctx, returned, "readAt");
+  const unread = items.slice(limit).filter((message) => !message.readAt).length;
+  return {
+    success: true,
+    messages: returned.map(viewOf),
+    unread,
+    ...(warnings.length > 0 ? { warnings } : {}),
+  };
+}

@@ -1,0 +1,294 @@
+import type { OpencodeApi } from "../../edges/opencode-api.ts";
+import type { AgentWorktree, ListedStatus } from "../../state/schemas.ts";
+import type { AgentView } from "../../state/team-store.ts";
+import { listUnknownAgents, type UnknownAgent } from "../agents/unknown-agents.ts";
+import type { TeamsContext } from "../context.ts";
+import { type WaitingView, waitingView } from "../liveness/waiting.ts";
+import { CallerError, type OpResult } from "../result.ts";
+import { loadTeam, resolveCaller } from "../team/identity.ts";
+
+export const HEALTH_STATUSES = ["healthy", "degraded", "critical", "unknown", "error"] as const;
+export type HealthStatus = (typeof HEALTH_STATUSES)[number];
+
+/** One agent, always the same keys: null where a value is unknown, never a missing key. */
+export interface AgentListing {
+  agent_id: string;
+  name: string | null;
+  team: string;
+  role: string | null;
+  lifecycle_status: ListedStatus;
+  health_status: HealthStatus;
+  /** The permission request or question the agent waits on, null otherwise (specs/list-agents.md). */
+  waitingFor: WaitingView | null;
+  summary: {
+    updates: number | null;
+    last_activity: string | null;
+    age_days: number | null;
+    primary_tags: string[];
+  };
+  metrics: {
+    heartbeat_age_s: number;
+    consecutive_misses: number;
+    session_rotations: number;
+    messages: number;
+    tokens_in: number;
+    tokens_out: number;
+    cost: number;
+  } | null;
+  metadata: {
+    created: string | null;
+    last_update: string | null;
+    model: string | null;
+    color: string | null;
+    pane_id: string | null;
+    session_id: string | null;
+    tags: string[];
+    plan: string | null;
+    worktree: AgentWorktree | null;
+    notes_preview: string | null;
+  };
+  state: { loaded_in_process: boolean; metrics_available: boolean; error: string | null };
+}
+
+export interface ListAgentsInput {
+  teamName?: string;
+  grouped: boolean;
+  statusFilter?: ListedStatus;
+  healthFilter?: HealthStatus;
+  summaryOnly: boolean;
+}
+
+export interface ListAgentsSummary {
+  total: number;
+  by_status: Partial<Record<ListedStatus, number>>;
+  by_health: Partial<Record<HealthStatus, number>>;
+  /** Agents blocked on a permission request or a question. */
+  waiting: number;
+  loaded_count: number;
+}
+
+export type ListAgentsOutput = {
+  summary: ListAgentsSummary;
+  agents?: AgentListing[] | Partial<Record<ListedStatus, AgentListing[]>>;
+  warnings?: string[];
+};
+
+/**
+ * The health rule, in order (first match wins):
+ * terminated -> unknown (nothing left to judge); inactive -> critical; an error newer than the last sign of life ->
+ * error; heartbeat older than the stale threshold or a miss counted -> critical; older than half the threshold ->
+ * degraded; otherwise healthy.
+ */
+export function healthOf(view: AgentView, now: number, staleThresholdMs: number): HealthStatus {
+  const { state } = view;
+  if (state.status === "terminated") return "unknown";
+  if (state.status === "inactive") return "critical";
+  const lastSign = Date.parse(view.heartbeatTs);
+  if (state.lastError && (!state.lastErrorAt || Date.parse(state.lastErrorAt) >= lastSign)) return "error";
+  // A waiting agent cannot heartbeat; it is alive and needs an answer, not a rescue.
+  if (waitingView(state)) return "healthy";
+  const age = now - lastSign;
+  if (age >= staleThresholdMs || state.consecutiveMisses > 0) return "critical";
+  if (age >= staleThresholdMs / 2) return "degraded";
+  return "healthy";
+}
+
+const DAY_MS = 86_400_000;
+
+function isNotFound(error: unknown): boolean {
+  return error instanceof Error && /HTTP 404/.test(error.message);
+}
+
+type UsageLookup = (
+  view: AgentView,
+) => Promise<{ usage?: Awaited<ReturnType<OpencodeApi["usage"]>>; error?: string }>;
+
+/** Usage comes from the server that hosts the session: the project server, or this process's for the leader. */
+function usageLookup(ctx: TeamsContext, server: OpencodeApi | undefined): UsageLookup {
+  return async (view) => {
+    const servers = view.state.role === "leader" ? [server, ctx.edges.localServer] : [server];
+    let lastError = "OpenCode server for this project is not running";
+    for (const candidate of servers) {
+      if (!candidate) continue;
+      try {
+        return { usage: await candidate.usage(view.state.sessionId) };
+      } catch (error) {
+        lastError = isNotFound(error)
+          ? `session ${view.state.sessionId} no longer exists on the OpenCode server`
+          : `OpenCode server unreachable: ${error instanceof Error ? error.message : String(error)}`;
+      }
+    }
+    return { error: lastError };
+  };
+}
+
+async function toListing(ctx: TeamsContext, view: AgentView, lookup: UsageLookup): Promise<AgentListing> {
+  const { state, heartbeat } = view;
+  const now = ctx.clock.now();
+  const { usage, error } = await lookup(view);
+  const lastActivity = [view.heartbeatTs, state.lastEventAt]
+    .filter((v): v is string => Boolean(v))
+    .sort()
+    .at(-1);
+  return {
+    agent_id: state.agentId,
+    name: state.name,
+    team: state.teamName,
+    role: state.role,
+    lifecycle_status: state.status,
+    health_status: healthOf(view, now, ctx.options.staleThresholdMs),
+    waitingFor: waitingView(state),
+    summary: {
+      updates: heartbeat?.updates ?? 0,
+      last_activity: lastActivity ?? null,
+      age_days: Math.max(0, Math.floor((now - Date.parse(state.createdAt)) / DAY_MS)),
+      primary_tags: state.tags.slice(0, 3),
+    },
+    metrics: usage
+      ? {
+          heartbeat_age_s: Math.max(0, (now - Date.parse(view.heartbeatTs)) / 1000),
+          consecutive_misses: state.consecutiveMisses,
+          session_rotations: state.sessionRotationCount,
+          messages: usage.messages,
+          tokens_in: usage.tokensIn,
+          tokens_out: usage.tokensOut,
+          cost: usage.cost,
+        }
+      : null,
+    metadata: {
+      created: state.createdAt,
+      last_update: state.updatedAt,
+      model: state.model,
+      color: state.color,
+      pane_id: state.paneId ?? null,
+      session_id: state.sessionId,
+      tags: state.tags,
+      plan: state.plan ?? null,
+      worktree: state.worktree ?? null,
+      notes_preview: state.prompt ? state.prompt.slice(0, 100) : null,
+    },
+    state: {
+      loaded_in_process: usage !== undefined,
+      metrics_available: usage !== undefined,
+      error: error ?? null,
+    },
+  };
+}
+
+/** An agent whose state file cannot be read: what its traces tell, null for the rest, the warning as its error. */
+function unknownListing(agent: UnknownAgent, now: number): AgentListing {
+  return {
+    agent_id: agent.agentId,
+    name: agent.name,
+    team: agent.teamName,
+    role: agent.role,
+    lifecycle_status: "unknown",
+    health_status: "unknown",
+    waitingFor: null,
+    summary: {
+      updates: agent.updates,
+      last_activity: agent.heartbeatTs,
+      age_days: agent.createdAt
+        ? Math.max(0, Math.floor((now - Date.parse(agent.createdAt)) / DAY_MS))
+        : null,
+      primary_tags: [],
+    },
+    metrics: null,
+    metadata: {
+      created: agent.createdAt,
+      last_update: null,
+      model: agent.model,
+      color: agent.color,
+      pane_id: agent.paneId,
+      session_id: agent.sessionId,
+      tags: [],
+      plan: null,
+      worktree: null,
+      notes_preview: null,
+    },
+    state: { loaded_in_process: false, metrics_available: false, error: agent.warning },
+  };
+}
+
+function summarize(listings: AgentListing[]): ListAgentsSummary {
+  const summary: ListAgentsSummary = {
+    total: listings.length,
+    by_status: {},
+    by_health: {},
+    waiting: 0,
+    loaded_count: 0,
+  };
+  for (const listing of listings) {
+    summary.by_status[listing.lifecycle_status] = (summary.by_status[listing.lifecycle_status] ?? 0) + 1;
+    summary.by_health[listing.health_status] = (summary.by_health[listing.health_status] ?? 0) + 1;
+    if (listing.state.loaded_in_process) summary.loaded_count++;
+    if (listing.waitingFor) summary.waiting++;
+  }
+  return summary;
+}
+
+/** Teams the caller may see: the named one (if it is a member), else every team it belongs to. No session: all (the CLI). */
+async function visibleTeams(ctx: TeamsContext, teamName: string | undefined, sessionId: string | undefined) {
+  if (teamName !== undefined) {
+    const team = await loadTeam(ctx, teamName);
+    if (sessionId !== undefined && !(await resolveCaller(ctx, team, sessionId))) {
+      throw new CallerError(
+        `This session is not a member of team '${teamName}'. Only the team's leader and its agents may do this.`,
+      );
+    }
+    return [team.name];
+  }
+  const names = await ctx.store.listTeamNames();
+  if (sessionId === undefined) return names;
+  const visible: string[] = [];
+  for (const name of names) {
+    const team = await ctx.store.readTeam(name);
+    if (team.kind === "ok" && (await resolveCaller(ctx, team.value, sessionId))) visible.push(name);
+  }
+  return visible;
+}
+
+export async function listAgents(
+  ctx: TeamsContext,
+  input: ListAgentsInput,
+  sessionId: string | undefined,
+): Promise<OpResult<ListAgentsOutput>> {
+  const teams = await visibleTeams(ctx, input.teamName, sessionId);
+  const warnings: string[] = [];
+  const views: AgentView[] = [];
+  const unknown: AgentListing[] = [];
+  for (const teamName of teams) {
+    const listed = await ctx.store.listAgentViews(teamName);
+    views.push(...listed.items);
+    const own = [...listed.warnings];
+    for (const agent of await listUnknownAgents(ctx, teamName)) {
+      unknown.push(unknownListing(agent, ctx.clock.now()));
+      own.push(agent.warning);
+    }
+    warnings.push(...ctx.store.withDamageNotes(teamName, own));
+  }
+  const server = await ctx.edges.projectServer().catch(() => undefined);
+  const lookup = usageLookup(ctx, server);
+  const all = [...(await Promise.all(views.map((view) => toListing(ctx, view, lookup)))), ...unknown];
+  const listings = all.filter(
+    (l) =>
+      (input.statusFilter === undefined || l.lifecycle_status === input.statusFilter) &&
+      (input.healthFilter === undefined || l.health_status === input.healthFilter),
+  );
+  const output: ListAgentsOutput = { summary: summarize(listings) };
+  if (!input.summaryOnly) {
+    if (input.grouped) {
+      const groups: Partial<Record<ListedStatus, AgentListing[]>> = {};
+      for (const listing of listings) {
+        const group = groups[listing.lifecycle_status] ?? [];
+        group.push(listing);
+        groups[listing.lifecycle_status] = group;
+      }
+      output.agents = groups;
+    } else {
+      output.agents = listings;
+    }
+  }
+  if (warnings.length > 0) output.warnings = warnings;
+  return { success: true, ...output };
+}
