@@ -34,6 +34,8 @@ export type QuarantineOutcome =
 
 const sameBytes = (a: Buffer, b: Buffer | string) => a.equals(typeof b === "string" ? Buffer.from(b) : b);
 
+let quarantineSeq = 0;
+
 /**
  * Move a damaged file aside so the next read starts clean and a human can still inspect what was there, but only the
  * very file that was read damaged (`damaged`: its bytes): a newer file a writer put in its place since is left alone.
@@ -47,7 +49,9 @@ export async function quarantine(
   now: Date = new Date(),
 ): Promise<QuarantineOutcome> {
   const stamp = now.toISOString().replace(/[:.]/g, "-");
-  const target = `${file}.corrupt-${stamp}-${process.pid}`;
+  // rename replaces an existing target: the sequence number keeps two quarantines in one millisecond apart.
+  quarantineSeq += 1;
+  const target = `${file}.corrupt-${stamp}-${process.pid}-${quarantineSeq}`;
   try {
     if (!sameBytes(await readFile(file), damaged)) return { kind: "changed" };
     await rename(file, target);

@@ -4,7 +4,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { z } from "zod";
-import { readJson } from "../../src/state/store.ts";
+import { quarantine, readJson } from "../../src/state/store.ts";
 
 let dir: string;
 beforeEach(async () => {
@@ -59,4 +59,17 @@ test("a damaged file nobody rewrote is still moved aside, bytes intact, with a w
   expect(aside).toHaveLength(1);
   expect(await readFile(path.join(dir, aside[0] as string), "utf8")).toBe(DAMAGED);
   if (read.kind === "corrupt") expect(read.warning).toContain("moved aside to state.json.corrupt-");
+});
+
+test("two damaged versions of one file moved aside in the same millisecond are both kept", async () => {
+  const file = path.join(dir, "state.json");
+  const at = new Date("2026-01-01T00:00:00.000Z");
+  await writeFile(file, "first damage");
+  expect((await quarantine(file, "first damage", at)).kind).toBe("moved");
+  await writeFile(file, "second damage");
+  expect((await quarantine(file, "second damage", at)).kind).toBe("moved");
+  const aside = (await readdir(dir)).filter((name) => name.includes(".corrupt-")).sort();
+  expect(aside).toHaveLength(2);
+  const kept = await Promise.all(aside.map((name) => readFile(path.join(dir, name), "utf8")));
+  expect(kept.sort()).toEqual(["first damage", "second damage"]);
 });
