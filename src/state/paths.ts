@@ -97,9 +97,13 @@ export class StoragePaths {
   tasks(teamName: string): string {
     return path.join(this.teamDir(teamName), "tasks.json");
   }
+  /** One directory per agent that ever got a message. */
+  inboxesDir(teamName: string): string {
+    return path.join(this.teamDir(teamName), "inbox");
+  }
   inboxDir(teamName: string, agentId: string): string {
     assertAgentId(agentId);
-    return path.join(this.teamDir(teamName), "inbox", agentId);
+    return path.join(this.inboxesDir(teamName), agentId);
   }
   /** When the leader's last notice digest went out (see notice-digest). */
   noticeDigest(teamName: string): string {
