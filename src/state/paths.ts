@@ -117,6 +117,14 @@ export class StoragePaths {
   history(teamName: string): string {
     return path.join(this.teamDir(teamName), "agent-history.json");
   }
+  /** The file whose lock (`tmux.lock`) is held while one of the team's panes is opened. */
+  paneLock(teamName: string): string {
+    return path.join(this.teamDir(teamName), "tmux");
+  }
+  /** The file whose lock (`merge.lock`) is held while merge-agent merges into the leader's checkout. */
+  get mergeLock(): string {
+    return path.join(this.root, "merge");
+  }
   /** Where agents' git worktrees go by default (the storage dir ignores itself in git). */
   get worktreesDir(): string {
     return path.join(this.root, "worktrees");
