@@ -1,13 +1,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, fchmodSync, openSync, writeSync } from "node:fs";
-import { appendFile, chmod, mkdir, readFile, rename, rm, stat } from "node:fs/promises";
+import { appendFile, chmod, mkdir, readFile, rename, stat } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
-import writeFileAtomic from "write-file-atomic";
 import { withFileLock } from "../state/lock.ts";
 import { PROJECT_ROOT_ENV, projectHash, STORAGE_DIR_ENV, type StoragePaths } from "../state/paths.ts";
-import { type ServerAuth, type ServerInfo, ServerInfoSchema } from "../state/schemas.ts";
-import { readJson } from "../state/store.ts";
+import type { ServerAuth, ServerInfo } from "../state/schemas.ts";
+import { ServerInfoStore } from "../state/server-info-store.ts";
 import type { OpencodeApi } from "./opencode-api.ts";
 import { resolveOpencodeBinary } from "./opencode-binary.ts";
 import { SdkOpencodeApi } from "./opencode-client.ts";
@@ -211,13 +210,11 @@ export class ServerManager {
   private cached: { key: string; api: OpencodeApi } | undefined;
   /** pid, port and start time of the last server that passed checkListener: current() is called on every sweep. */
   private verifiedKey: string | undefined;
+  private readonly infoStore: ServerInfoStore;
 
   constructor(private readonly config: ServerManagerConfig) {
     this.env = config.env ?? process.env;
-  }
-
-  get infoPath(): string {
-    return this.config.paths.serverInfo(this.config.projectRoot);
+    this.infoStore = new ServerInfoStore(config.paths);
   }
 
   get logPath(): string {
@@ -255,7 +252,7 @@ export class ServerManager {
   }
 
   private async readInfo(): Promise<ServerInfo | undefined> {
-    const read = await readJson(this.infoPath, ServerInfoSchema);
+    const read = await this.infoStore.read(this.config.projectRoot);
     return read.kind === "ok" ? read.value : undefined;
   }
 
@@ -265,20 +262,14 @@ export class ServerManager {
     await chmod(this.serverDir, 0o700);
   }
 
-  /**
-   * Every write of server.json holds its own lock (the one recountActiveSessions updates it under), so a recount that
-   * read an older record cannot write it back over a new one or bring back a removed one (specs/storage.md).
-   */
+  /** Under server.json's own lock (ServerInfoStore), the one recountActiveSessions updates it under. */
   private async writeInfo(info: ServerInfo): Promise<void> {
-    const valid = ServerInfoSchema.parse(info);
     await this.ensureServerDir();
-    await withFileLock(this.infoPath, () =>
-      writeFileAtomic(this.infoPath, `${JSON.stringify(valid, null, 2)}\n`, { mode: 0o600, fsync: true }),
-    );
+    await this.infoStore.write(this.config.projectRoot, info);
   }
 
   private async removeInfo(): Promise<void> {
-    await withFileLock(this.infoPath, () => rm(this.infoPath, { force: true }));
+    await this.infoStore.remove(this.config.projectRoot);
   }
 
   /** A line in the server log (never a password): what was decided about the server, and why. */

@@ -97,9 +97,13 @@ export class StoragePaths {
   tasks(teamName: string): string {
     return path.join(this.teamDir(teamName), "tasks.json");
   }
+  /** One directory per agent that ever got a message. */
+  inboxesDir(teamName: string): string {
+    return path.join(this.teamDir(teamName), "inbox");
+  }
   inboxDir(teamName: string, agentId: string): string {
     assertAgentId(agentId);
-    return path.join(this.teamDir(teamName), "inbox", agentId);
+    return path.join(this.inboxesDir(teamName), agentId);
   }
   /** When the leader's last notice digest went out (see notice-digest). */
   noticeDigest(teamName: string): string {
@@ -112,6 +116,14 @@ export class StoragePaths {
   }
   history(teamName: string): string {
     return path.join(this.teamDir(teamName), "agent-history.json");
+  }
+  /** The file whose lock (`tmux.lock`) is held while one of the team's panes is opened. */
+  paneLock(teamName: string): string {
+    return path.join(this.teamDir(teamName), "tmux");
+  }
+  /** The file whose lock (`merge.lock`) is held while merge-agent merges into the leader's checkout. */
+  get mergeLock(): string {
+    return path.join(this.root, "merge");
   }
   /** Where agents' git worktrees go by default (the storage dir ignores itself in git). */
   get worktreesDir(): string {

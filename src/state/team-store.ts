@@ -1,11 +1,14 @@
-import { readFile } from "node:fs/promises";
+import { readFile, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { mapLimit } from "../map-limit.ts";
+import { ColorStore } from "./color-store.ts";
 import { readSlot, writeSlot } from "./heartbeat-slot.ts";
+import { HistoryStore } from "./history-store.ts";
 import type { LockTiming } from "./lock.ts";
 import { withFileLock } from "./lock.ts";
 import { tightenDir } from "./modes.ts";
+import { NoticeDigestStore } from "./notice-digest-store.ts";
 import { isAgentId, type StoragePaths } from "./paths.ts";
 import { type SalvagedAgent, salvageAgent } from "./salvage.ts";
 import {
@@ -19,6 +22,8 @@ import {
   type TeamConfig,
   TeamConfigSchema,
 } from "./schemas.ts";
+import { SendLogStore } from "./send-log-store.ts";
+import { ServerInfoStore } from "./server-info-store.ts";
 import { StatCache } from "./stat-cache.ts";
 import {
   createJson,
@@ -144,10 +149,28 @@ export class TeamStore {
    */
   private readonly damageNotes = new Map<string, Set<string>>();
 
+  /**
+   * The project's other files, one store each (path, schema, lock, damage rule), here so that `ctx.store` stays the
+   * one way into state.
+   */
+  readonly history: HistoryStore;
+  readonly colors: ColorStore;
+  readonly serverInfo: ServerInfoStore;
+  readonly sendLog: SendLogStore;
+  readonly noticeDigest: NoticeDigestStore;
+
   constructor(
     readonly paths: StoragePaths,
     readonly lockTiming: Partial<LockTiming> = {},
-  ) {}
+  ) {
+    this.history = new HistoryStore(paths, lockTiming);
+    this.colors = new ColorStore(paths, lockTiming);
+    this.serverInfo = new ServerInfoStore(paths, lockTiming);
+    this.sendLog = new SendLogStore(paths, lockTiming);
+    this.noticeDigest = new NoticeDigestStore(paths, lockTiming, (teamName, warning) =>
+      this.noted(teamName, { kind: "corrupt", warning }),
+    );
+  }
 
   async init(): Promise<void> {
     await ensureStorageRoot(this.paths.root);
@@ -184,6 +207,11 @@ export class TeamStore {
   async listTeamNames(): Promise<string[]> {
     const names = await listDir(this.paths.teamsDir);
     return names.filter((name) => /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(name)).sort();
+  }
+
+  /** What the team's directory holds (names only): create-team refuses a name that left state behind. */
+  teamDirEntries(teamName: string): Promise<string[]> {
+    return listDir(this.paths.teamDir(teamName));
   }
 
   readTeam(teamName: string) {
@@ -224,6 +252,20 @@ export class TeamStore {
     await createJson(this.paths.agentState(state.teamName, state.agentId), AgentStateSchema, state, {
       durable: false,
     });
+  }
+
+  /** Whether the agent's state file exists (a stat; nothing is read or created). */
+  hasAgentFile(teamName: string, agentId: string): Promise<boolean> {
+    return stat(this.paths.agentState(teamName, agentId)).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** Remove an agent's state file and heartbeat slot (a spawn rolled back). */
+  async removeAgentFiles(teamName: string, agentId: string): Promise<void> {
+    await rm(this.paths.agentState(teamName, agentId), { force: true });
+    await rm(this.paths.heartbeatSlot(teamName, agentId), { force: true });
   }
 
   /** Run `fn` holding the agent's lock: per-agent locks keep heartbeats of different agents from contending. */
@@ -460,13 +502,22 @@ export class TeamStore {
     return this.noted(teamName, await readJson(file, InboxMessageSchema));
   }
 
-  async readInbox(teamName: string, agentId: string): Promise<Listed<FiledMessage>> {
+  /** Agents that have an inbox directory (one listing of the team's inbox folder; nothing is read). */
+  async inboxOwners(teamName: string): Promise<Set<string>> {
+    return new Set(await listDir(this.paths.inboxesDir(teamName)));
+  }
+
+  /** The message files of one inbox, oldest first (nothing is read). */
+  async inboxFiles(teamName: string, agentId: string): Promise<string[]> {
     const dir = this.paths.inboxDir(teamName, agentId);
-    const files = (await listDir(dir)).filter((file) => file.endsWith(".json")).sort();
+    const names = (await listDir(dir)).filter((file) => file.endsWith(".json")).sort();
+    return names.map((name) => path.join(dir, name));
+  }
+
+  async readInbox(teamName: string, agentId: string): Promise<Listed<FiledMessage>> {
     const items: FiledMessage[] = [];
     const warnings: string[] = [];
-    for (const name of files) {
-      const file = path.join(dir, name);
+    for (const file of await this.inboxFiles(teamName, agentId)) {
       const read = await this.readInboxMessage(teamName, file);
       if (read.kind === "ok") items.push({ ...read.value, file });
       else if (read.kind === "corrupt") warnings.push(`inbox message ${read.warning}`);

@@ -1,4 +1,3 @@
-import path from "node:path";
 import {
   childPids,
   parentPid,
@@ -91,7 +90,7 @@ export async function openAgentPane(ctx: TeamsContext, input: AgentPaneInput): P
     "--dir",
     input.cwd,
   ];
-  const lockFile = path.join(ctx.store.paths.teamDir(input.teamName), "tmux");
+  const lockFile = ctx.store.paths.paneLock(input.teamName);
   const openedAt = Date.now();
   const { paneId, panePid, server } = await withFileLock(
     lockFile,

@@ -1,6 +1,5 @@
 import { isoNow } from "../../clock.ts";
-import { type ColorAssignment, type ColorPool, ColorPoolSchema } from "../../state/schemas.ts";
-import { updateJson } from "../../state/store.ts";
+import type { ColorAssignment, ColorPool } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 
 /** Ten colors every terminal and tmux know by name; the leader is "white", outside the pool. */
@@ -67,56 +66,48 @@ export async function allocateColor(
 ): Promise<ColorChoice> {
   const now = isoNow(ctx.clock);
   let choice: ColorChoice | undefined;
-  const { warnings } = await updateJson(
-    ctx.store.paths.colorPool,
-    ColorPoolSchema,
-    async (current): Promise<ColorPool> => {
-      const assignments = prune(current?.assignments ?? []);
-      const held = new Set(assignments.filter((a) => !a.releasedAt).map((a) => a.color));
-      const free = COLOR_PALETTE.filter((color) => !held.has(color));
-      let next = assignments;
-      if (free.length > 0) {
-        // Stable sort: among never-used colors the palette order decides.
-        const color = [...free].sort(
-          (a, b) => lastUse(assignments, a) - lastUse(assignments, b),
-        )[0] as string;
-        choice = { color };
-      } else {
-        const byAge = assignments
-          .filter((a) => !a.releasedAt)
-          .sort((a, b) => Date.parse(a.assignedAt) - Date.parse(b.assignedAt));
-        let reclaimed: ColorAssignment | undefined;
-        for (const candidate of byAge) {
-          if (await holderStopped(ctx, candidate)) {
-            reclaimed = candidate;
-            break;
-          }
-        }
-        if (reclaimed) {
-          const taken = reclaimed;
-          next = assignments.map((a) => (a === taken ? { ...a, releasedAt: now } : a));
-          choice = {
-            color: taken.color,
-            warning: `All ${COLOR_PALETTE.length} colors were in use; reused '${taken.color}' from agent ${taken.agentId}, which is no longer running.`,
-          };
-        } else {
-          const oldest = byAge[0] as ColorAssignment;
-          choice = {
-            color: oldest.color,
-            warning: `All ${COLOR_PALETTE.length} colors are held by running agents; '${oldest.color}' is now shared with agent ${oldest.agentId}.`,
-          };
+  const damage = await ctx.store.colors.update(async (current): Promise<ColorPool> => {
+    const assignments = prune(current?.assignments ?? []);
+    const held = new Set(assignments.filter((a) => !a.releasedAt).map((a) => a.color));
+    const free = COLOR_PALETTE.filter((color) => !held.has(color));
+    let next = assignments;
+    if (free.length > 0) {
+      // Stable sort: among never-used colors the palette order decides.
+      const color = [...free].sort((a, b) => lastUse(assignments, a) - lastUse(assignments, b))[0] as string;
+      choice = { color };
+    } else {
+      const byAge = assignments
+        .filter((a) => !a.releasedAt)
+        .sort((a, b) => Date.parse(a.assignedAt) - Date.parse(b.assignedAt));
+      let reclaimed: ColorAssignment | undefined;
+      for (const candidate of byAge) {
+        if (await holderStopped(ctx, candidate)) {
+          reclaimed = candidate;
+          break;
         }
       }
-      return {
-        version: 1,
-        assignments: [...next, { color: choice.color, agentId, teamName, assignedAt: now }],
-      };
-    },
-    ctx.store.lockTiming,
-  );
+      if (reclaimed) {
+        const taken = reclaimed;
+        next = assignments.map((a) => (a === taken ? { ...a, releasedAt: now } : a));
+        choice = {
+          color: taken.color,
+          warning: `All ${COLOR_PALETTE.length} colors were in use; reused '${taken.color}' from agent ${taken.agentId}, which is no longer running.`,
+        };
+      } else {
+        const oldest = byAge[0] as ColorAssignment;
+        choice = {
+          color: oldest.color,
+          warning: `All ${COLOR_PALETTE.length} colors are held by running agents; '${oldest.color}' is now shared with agent ${oldest.agentId}.`,
+        };
+      }
+    }
+    return {
+      version: 1,
+      assignments: [...next, { color: choice.color, agentId, teamName, assignedAt: now }],
+    };
+  });
   if (!choice) throw new Error("color pool update did not run");
-  // A damaged pool starts over empty: say so, like any damaged file (specs/storage.md).
-  const damage = warnings.map((warning) => `${warning}; colors are assigned afresh`);
+  // A damaged pool starts over empty: the store's warnings say so, like any damaged file (specs/storage.md).
   const warning = [...damage, ...(choice.warning ? [choice.warning] : [])].join(" ");
   return warning ? { color: choice.color, warning } : { color: choice.color };
 }
@@ -124,19 +115,13 @@ export async function allocateColor(
 /** Hand an agent's color back. Idempotent. Returns warnings (a damaged pool, moved aside). */
 export async function releaseColor(ctx: TeamsContext, agentId: string): Promise<string[]> {
   const now = isoNow(ctx.clock);
-  const { warnings } = await updateJson(
-    ctx.store.paths.colorPool,
-    ColorPoolSchema,
-    (current) => {
-      if (!current?.assignments.some((a) => a.agentId === agentId && !a.releasedAt)) return undefined;
-      return {
-        ...current,
-        assignments: current.assignments.map((a) =>
-          a.agentId === agentId && !a.releasedAt ? { ...a, releasedAt: now } : a,
-        ),
-      };
-    },
-    ctx.store.lockTiming,
-  );
-  return warnings.map((warning) => `${warning}; colors are assigned afresh`);
+  return ctx.store.colors.update((current) => {
+    if (!current?.assignments.some((a) => a.agentId === agentId && !a.releasedAt)) return undefined;
+    return {
+      ...current,
+      assignments: current.assignments.map((a) =>
+        a.agentId === agentId && !a.releasedAt ? { ...a, releasedAt: now } : a,
+      ),
+    };
+  });
 }

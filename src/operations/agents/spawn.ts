@@ -1,4 +1,4 @@
-import { lstat, realpath, rm, stat } from "node:fs/promises";
+import { lstat, realpath, stat } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { isoNow } from "../../clock.ts";
@@ -305,11 +305,6 @@ function removeMember(ctx: TeamsContext, teamName: string, agentId: string) {
   );
 }
 
-async function removeAgentFiles(ctx: TeamsContext, teamName: string, agentId: string): Promise<void> {
-  await rm(ctx.store.paths.agentState(teamName, agentId), { force: true });
-  await rm(ctx.store.paths.heartbeatSlot(teamName, agentId), { force: true });
-}
-
 /** Per-step durations for the log (where a slow spawn spends its time), and progress shown to the caller. */
 export class StepClock {
   readonly timings: Record<string, number> = {};
@@ -451,7 +446,7 @@ export async function launchAgent(
       tags: [],
     };
     await ctx.store.createAgent(state);
-    rollback.push("the agent file", () => removeAgentFiles(ctx, team.name, agentId));
+    rollback.push("the agent file", () => ctx.store.removeAgentFiles(team.name, agentId));
 
     steps.progress("prompt", `Delivering the prompt to ${name}`);
     const promptText = typeof spec.message === "function" ? spec.message(agentId) : spec.message;

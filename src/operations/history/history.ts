@@ -1,12 +1,6 @@
 import { isoNow } from "../../clock.ts";
-import {
-  type AgentHistory,
-  AgentHistorySchema,
-  type AgentState,
-  type HistoryEntry,
-  type HistoryStatus,
-} from "../../state/schemas.ts";
-import { readJson, updateJson } from "../../state/store.ts";
+import type { HistoryRead } from "../../state/history-store.ts";
+import type { AgentHistory, AgentState, HistoryEntry, HistoryStatus } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 
 /**
@@ -74,57 +68,29 @@ export async function rebuildFromAgents(ctx: TeamsContext, teamName: string): Pr
   });
 }
 
-export interface HistoryRead {
-  history: AgentHistory;
-  warnings: string[];
-}
-
 /**
- * Read the history; a missing file is an empty history, a damaged one is moved aside and rebuilt. The rebuild is
- * written under the history's lock like every other write, and only if nobody wrote a history meanwhile.
+ * Read the history; a missing file is an empty history, a damaged one is moved aside and rebuilt from the agent files
+ * (see HistoryStore).
  */
-export async function readHistory(ctx: TeamsContext, teamName: string): Promise<HistoryRead> {
-  const file = ctx.store.paths.history(teamName);
-  const read = await readJson(file, AgentHistorySchema);
-  if (read.kind === "ok") return { history: read.value, warnings: [] };
+export function readHistory(ctx: TeamsContext, teamName: string): Promise<HistoryRead> {
   const empty: AgentHistory = { version: 1, max_entries: ctx.options.historyMaxEntries, entries: [] };
-  if (read.kind === "missing") return { history: empty, warnings: [] };
-  const rebuilt = await updateJson(
-    file,
-    AgentHistorySchema,
-    async (current) =>
-      current
-        ? undefined
-        : { ...empty, entries: enforceMaxEntries(await rebuildFromAgents(ctx, teamName), empty.max_entries) },
-    ctx.store.lockTiming,
-  );
-  const warnings = [read.warning, ...rebuilt.warnings].map(
-    (warning) => `${warning}; history rebuilt from the agent state files`,
-  );
-  return { history: rebuilt.value ?? empty, warnings };
+  return ctx.store.history.read(teamName, empty, async () => ({
+    ...empty,
+    entries: enforceMaxEntries(await rebuildFromAgents(ctx, teamName), empty.max_entries),
+  }));
 }
 
 /** Read-modify-write of the history under its lock; damage is repaired on the way. */
-export async function updateHistory(
+export function updateHistory(
   ctx: TeamsContext,
   teamName: string,
   change: (entries: HistoryEntry[]) => HistoryEntry[],
 ): Promise<string[]> {
-  const file = ctx.store.paths.history(teamName);
-  const warnings: string[] = [];
-  const outcome = await updateJson(
-    file,
-    AgentHistorySchema,
-    async (current): Promise<AgentHistory> => {
-      const entries = current ? current.entries : await rebuildFromAgents(ctx, teamName);
-      const maxEntries = ctx.options.historyMaxEntries;
-      return { version: 1, max_entries: maxEntries, entries: enforceMaxEntries(change(entries), maxEntries) };
-    },
-    ctx.store.lockTiming,
-  );
-  for (const warning of outcome.warnings)
-    warnings.push(`${warning}; history rebuilt from the agent state files`);
-  return warnings;
+  return ctx.store.history.update(teamName, async (current) => {
+    const entries = current ? current.entries : await rebuildFromAgents(ctx, teamName);
+    const maxEntries = ctx.options.historyMaxEntries;
+    return { version: 1, max_entries: maxEntries, entries: enforceMaxEntries(change(entries), maxEntries) };
+  });
 }
 
 export function recordSpawned(ctx: TeamsContext, agent: AgentState): Promise<string[]> {

@@ -1,8 +1,7 @@
 import { isoNow } from "../../clock.ts";
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
 import { withFileLock } from "../../state/lock.ts";
-import { type InboxMessage, InboxMessageSchema, type TeamConfig } from "../../state/schemas.ts";
-import { readJson } from "../../state/store.ts";
+import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
 import type { FiledMessage } from "../../state/team-store.ts";
 import type { TeamsContext } from "../context.ts";
 
@@ -96,7 +95,7 @@ export async function deliverInboxMessage(
   return withFileLock(
     file,
     async () => {
-      const read = await readJson(file, InboxMessageSchema);
+      const read = await ctx.store.readInboxMessage(team.name, file);
       if (read.kind !== "ok") return { delivery: "stored", outcome: "gone" };
       const current = { ...read.value, file };
       if (current.deliveredAt) return { delivery: "queued", outcome: "already" };

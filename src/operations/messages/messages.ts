@@ -1,8 +1,8 @@
 import { isoNow } from "../../clock.ts";
 import { mapLimit } from "../../map-limit.ts";
 import { assertTeamName, HUMAN_SENDER, isAgentId } from "../../state/paths.ts";
-import { type AgentState, SendLogSchema, type TeamConfig } from "../../state/schemas.ts";
-import { updateJson } from "../../state/store.ts";
+import type { AgentState, TeamConfig } from "../../state/schemas.ts";
+import { warnCaller } from "../call-warnings.ts";
 import type { TeamsContext } from "../context.ts";
 import { isLive } from "../liveness/heartbeat.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
@@ -88,18 +88,12 @@ async function recipientsOf(
 async function takeSendSlot(ctx: TeamsContext, team: TeamConfig, sender: Sender): Promise<void> {
   const now = ctx.clock.now();
   let refused = false;
-  await updateJson(
-    ctx.store.paths.sendLog(team.name, sender.agentId),
-    SendLogSchema,
-    (log) => {
-      const recent = (log?.sentAt ?? []).filter((at) => now - Date.parse(at) < 60_000);
-      refused = recent.length >= MESSAGES_PER_MINUTE;
-      return refused ? undefined : { version: 1 as const, sentAt: [...recent, isoNow(ctx.clock)] };
-    },
-    ctx.store.lockTiming,
-    // A lost entry only lets one more message through after a power cut.
-    { durable: false },
-  );
+  const damage = await ctx.store.sendLog.update(team.name, sender.agentId, (log) => {
+    const recent = (log?.sentAt ?? []).filter((at) => now - Date.parse(at) < 60_000);
+    refused = recent.length >= MESSAGES_PER_MINUTE;
+    return refused ? undefined : { version: 1 as const, sentAt: [...recent, isoNow(ctx.clock)] };
+  });
+  for (const warning of damage) warnCaller(warning);
   if (refused) {
     throw new CallerError(
       `You sent ${MESSAGES_PER_MINUTE} messages in the last minute; wait before sending more (two agents answering each other in a loop?).`,

@@ -1,8 +1,6 @@
 import { v4 as uuidv4 } from "uuid";
 import { isoNow } from "../../clock.ts";
-import { withFileLock } from "../../state/lock.ts";
-import { type InboxMessage, NoticeDigestSchema, type TeamConfig } from "../../state/schemas.ts";
-import { readJson, writeJson } from "../../state/store.ts";
+import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
 import type { FiledMessage } from "../../state/team-store.ts";
 import type { TeamsContext } from "../context.ts";
 import { serverWithSession, sessionShows } from "./delivery.ts";
@@ -103,35 +101,30 @@ function schedule(ctx: TeamsContext, team: TeamConfig, delayMs: number): void {
  * Returns how many notices reached the session.
  */
 export async function flushNotices(ctx: TeamsContext, team: TeamConfig): Promise<number> {
-  const stateFile = ctx.store.paths.noticeDigest(team.name);
-  return withFileLock(
-    stateFile,
-    async () => {
-      const state = await readJson(stateFile, NoticeDigestSchema);
-      const now = ctx.clock.now();
-      const since = sinceLastDigest(state.kind === "ok" ? state.value.lastSentAt : undefined, now);
-      if (since < ctx.options.noticeDigestMs) {
-        schedule(ctx, team, Math.min(ctx.options.noticeDigestMs, ctx.options.noticeDigestMs - since));
-        return 0;
-      }
-      const pending = await pendingNotices(ctx, team);
-      if (pending.length === 0) return 0;
-      const server = await serverWithSession(ctx, team.leaderSessionId);
-      if (!server) return 0;
-      const target = { server, sessionId: team.leaderSessionId };
-      const settled = await settleEarlierDigests(ctx, team, target, pending);
-      const fresh = pending.filter((notice) => !settled.has(notice.id));
-      if (fresh.length > 0) {
-        const digestId = uuidv4();
-        await ctx.store.markInboxMessages(fresh, { digestId });
-        await server.promptAsync(team.leaderSessionId, digestText(team, digestId, fresh), { noReply: true });
-        await ctx.store.markInboxMessages(fresh, { digestId, deliveredAt: isoNow(ctx.clock) });
-        await writeJson(stateFile, NoticeDigestSchema, { version: 1, lastSentAt: isoNow(ctx.clock) });
-      }
-      return pending.length;
-    },
-    ctx.store.lockTiming,
-  );
+  const digests = ctx.store.noticeDigest;
+  return digests.withLock(team.name, async () => {
+    const now = ctx.clock.now();
+    const since = sinceLastDigest(await digests.lastSentAt(team.name), now);
+    if (since < ctx.options.noticeDigestMs) {
+      schedule(ctx, team, Math.min(ctx.options.noticeDigestMs, ctx.options.noticeDigestMs - since));
+      return 0;
+    }
+    const pending = await pendingNotices(ctx, team);
+    if (pending.length === 0) return 0;
+    const server = await serverWithSession(ctx, team.leaderSessionId);
+    if (!server) return 0;
+    const target = { server, sessionId: team.leaderSessionId };
+    const settled = await settleEarlierDigests(ctx, team, target, pending);
+    const fresh = pending.filter((notice) => !settled.has(notice.id));
+    if (fresh.length > 0) {
+      const digestId = uuidv4();
+      await ctx.store.markInboxMessages(fresh, { digestId });
+      await server.promptAsync(team.leaderSessionId, digestText(team, digestId, fresh), { noReply: true });
+      await ctx.store.markInboxMessages(fresh, { digestId, deliveredAt: isoNow(ctx.clock) });
+      await digests.recordSent(team.name, isoNow(ctx.clock));
+    }
+    return pending.length;
+  });
 }
 
 /** Notices an earlier attempt already sent (its digest id is in the session): marked delivered, not sent again. */

@@ -1,7 +1,5 @@
-import path from "node:path";
 import { isoNow } from "../../clock.ts";
 import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
-import { listDir } from "../../state/store.ts";
 import type { TeamsContext } from "../context.ts";
 import { isLive } from "../liveness/heartbeat.ts";
 import { deliverInboxMessage } from "./delivery.ts";
@@ -59,7 +57,7 @@ async function liveInboxes(
 ): Promise<{ inbox: string; recipient: string }[]> {
   // Only inboxes that exist can hold anything: one listing of the team's inbox folder spares a sweep of a thousand
   // agents a thousand directory reads and chain walks when few of them ever got a message.
-  const withMail = new Set(await listDir(path.dirname(ctx.store.paths.inboxDir(team.name, team.leader))));
+  const withMail = await ctx.store.inboxOwners(team.name);
   const inboxes = withMail.has(team.leader) ? [{ inbox: team.leader, recipient: team.leader }] : [];
   if (withMail.size === inboxes.length) return inboxes;
   const { items } = await ctx.store.listAgentViews(team.name);
@@ -93,9 +91,7 @@ export async function deliverPending(
   let delivered = 0;
   let noticesPending = false;
   for (const { inbox, recipient } of await liveInboxes(ctx, team)) {
-    const dir = ctx.store.paths.inboxDir(team.name, inbox);
-    for (const name of (await listDir(dir)).filter((file) => file.endsWith(".json")).sort()) {
-      const file = path.join(dir, name);
+    for (const file of await ctx.store.inboxFiles(team.name, inbox)) {
       if (settled.has(file)) continue;
       const read = await ctx.store.readInboxMessage(team.name, file);
       if (read.kind === "corrupt") logDamage(ctx, team, read.warning);

@@ -1,5 +1,4 @@
-import { ServerInfoSchema } from "../../state/schemas.ts";
-import { updateJson } from "../../state/store.ts";
+import { warnCaller } from "../call-warnings.ts";
 import type { TeamsContext } from "../context.ts";
 import { isRunning } from "../liveness/heartbeat.ts";
 
@@ -8,9 +7,8 @@ import { isRunning } from "../liveness/heartbeat.ts";
  * +1/-1, so a crash between a spawn and its bookkeeping cannot leave the count wrong for good. No-op without ServerInfo.
  */
 export async function recountActiveSessions(ctx: TeamsContext): Promise<number | undefined> {
-  const outcome = await updateJson(
-    ctx.store.paths.serverInfo(ctx.projectRoot),
-    ServerInfoSchema,
+  const outcome = await ctx.store.serverInfo.update(
+    ctx.projectRoot,
     async (info) => {
       if (!info) return undefined;
       let count = 0;
@@ -20,9 +18,10 @@ export async function recountActiveSessions(ctx: TeamsContext): Promise<number |
       }
       return count === info.activeSessions ? undefined : { ...info, activeSessions: count };
     },
-    ctx.store.lockTiming,
     // Recounted from the agent files on every change: a count lost to a power cut is put right by the next one.
     { durable: false },
   );
+  // A damaged record was moved aside (no server is recorded now): the call that recounted says so.
+  for (const warning of outcome.warnings) warnCaller(warning);
   return outcome.value?.activeSessions;
 }

@@ -2,7 +2,6 @@ import { v4 as uuidv4 } from "uuid";
 import { isoNow } from "../../clock.ts";
 import { assertTeamName } from "../../state/paths.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
-import { listDir } from "../../state/store.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, type OpResult } from "../result.ts";
 
@@ -32,11 +31,10 @@ export const LEADER_COLOR = "white";
  * make a second one.
  */
 async function leftoverState(ctx: TeamsContext, teamName: string): Promise<string | undefined> {
-  const dir = ctx.store.paths.teamDir(teamName);
-  const entries = await listDir(dir);
+  const entries = await ctx.store.teamDirEntries(teamName);
   if (entries.length === 0) return undefined;
   if (entries.includes("config.json")) return `Team '${teamName}' already exists`;
-  return `Team '${teamName}' already has state in ${dir} (${entries.slice(0, 5).join(", ")}) but no readable config. Its leader keeps it: any team tool called by the leader rebuilds the config. To start over, remove that directory by hand, or pick another team name.`;
+  return `Team '${teamName}' already has state in ${ctx.store.paths.teamDir(teamName)} (${entries.slice(0, 5).join(", ")}) but no readable config. Its leader keeps it: any team tool called by the leader rebuilds the config. To start over, remove that directory by hand, or pick another team name.`;
 }
 
 /** The calling session founds the team and becomes its leader. */

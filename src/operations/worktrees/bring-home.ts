@@ -1,4 +1,3 @@
-import path from "node:path";
 import type { CommitLine } from "../../edges/git-api.ts";
 import { withFileLock } from "../../state/lock.ts";
 import { assertAgentId, assertTeamName } from "../../state/paths.ts";
@@ -150,11 +149,7 @@ export async function mergeAgent(
     );
   }
   // One merge at a time in the leader's checkout: git's own index lock would fail the second half-way.
-  return withFileLock(
-    path.join(ctx.store.paths.root, "merge"),
-    () => mergeLocked(ctx, input, repo),
-    ctx.store.lockTiming,
-  );
+  return withFileLock(ctx.store.paths.mergeLock, () => mergeLocked(ctx, input, repo), ctx.store.lockTiming);
 }
 
 async function mergeLocked(

@@ -1,0 +1,26 @@
+import type { LockTiming } from "./lock.ts";
+import type { StoragePaths } from "./paths.ts";
+import { type ColorPool, ColorPoolSchema } from "./schemas.ts";
+import { updateJson } from "./store.ts";
+
+/**
+ * The project's color-pool.json: which agent holds which color. A damaged pool is moved aside and colors are
+ * assigned afresh; the warning says so.
+ */
+export class ColorStore {
+  constructor(
+    private readonly paths: StoragePaths,
+    private readonly lockTiming: Partial<LockTiming>,
+  ) {}
+
+  /**
+   * Read-modify-write under the pool's cross-process lock. `fn` sees undefined when the pool is missing or damaged and
+   * returns the new pool, or undefined to leave it. Returns the damage warnings.
+   */
+  async update(
+    fn: (current: ColorPool | undefined) => ColorPool | undefined | Promise<ColorPool | undefined>,
+  ): Promise<string[]> {
+    const { warnings } = await updateJson(this.paths.colorPool, ColorPoolSchema, fn, this.lockTiming);
+    return warnings.map((warning) => `${warning}; colors are assigned afresh`);
+  }
+}
