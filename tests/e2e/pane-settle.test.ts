@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { mkdtempSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { systemClock } from "../../src/clock.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import { type AgentPane, confirmPaneStarted, paneTiming } from "../../src/operations/agents/agent-pane.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
@@ -19,8 +20,8 @@ describe.skipIf(!hasTmux())("confirmPaneStarted on real tmux", () => {
   let socket: string;
   let root: string;
   const cli = new TmuxCli();
-  // confirmPaneStarted asks tmux only; the rest of the context is not used.
-  const ctx = { edges: { tmux: cli } } as unknown as TeamsContext;
+  // confirmPaneStarted asks tmux and the clock only; the rest of the context is not used.
+  const ctx = { clock: systemClock, edges: { tmux: cli } } as unknown as TeamsContext;
   const defaults = { ...paneTiming };
 
   const placement = () => ({ socket, session: "settle", window: "settle" });

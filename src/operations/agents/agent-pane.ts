@@ -53,7 +53,7 @@ export interface AgentPane {
   paneId: string;
   attachPid: number;
   placement: TmuxPlacement;
-  /** Date.now() when the pane was opened. */
+  /** ctx.clock time when the pane was opened. */
   openedAt: number;
   /** The program the pane runs (for the error when it does not start). */
   command: string;
@@ -92,7 +92,7 @@ export async function openAgentPane(ctx: TeamsContext, input: AgentPaneInput): P
     input.cwd,
   ];
   const lockFile = path.join(ctx.store.paths.teamDir(input.teamName), "tmux");
-  const openedAt = Date.now();
+  const openedAt = ctx.clock.now();
   const { paneId, panePid, server } = await withFileLock(
     lockFile,
     () =>
@@ -135,12 +135,13 @@ export async function confirmPaneStarted(
   sessionId: string,
 ): Promise<void> {
   const settledAt = pane.openedAt + paneTiming.settleMs;
-  const sleepUntil = (at: number) => Bun.sleep(Math.max(0, at - Date.now()));
+  const { clock } = ctx;
+  const sleepUntil = (at: number) => clock.sleep(at - clock.now());
   await sleepUntil(pane.openedAt + Math.min(paneTiming.execSettleMs, paneTiming.settleMs));
-  while (Date.now() < settledAt) {
+  while (clock.now() < settledAt) {
     // Its process runs attach on this session, so it is alive and so is its pane.
     if (await isOurAttach(pane.attachPid, sessionId)) return;
-    await sleepUntil(Math.min(Date.now() + SETTLE_POLL_MS, settledAt));
+    await sleepUntil(Math.min(clock.now() + SETTLE_POLL_MS, settledAt));
   }
   if ((await ctx.edges.tmux.paneState(agentPaneRef(paneOwner(sessionId, pane)))) === "gone") {
     throw new Error(`the pane's command exited right away; is '${pane.command}' a runnable opencode binary?`);

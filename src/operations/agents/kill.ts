@@ -75,7 +75,7 @@ export async function readAgentOrFail(
   throw new CallerError(`Agent '${agentId}' not found in team '${team.name}'`);
 }
 
-/** Wait, in wall-clock time, until the agent confirms, is terminated by someone else, or the deadline passes. */
+/** Wait until the agent confirms, is terminated by someone else, or the deadline passes. */
 async function awaitConfirmation(
   ctx: TeamsContext,
   agent: AgentState,
@@ -89,8 +89,8 @@ async function awaitConfirmation(
       if (read.value.status === "terminated") return "terminated";
       if (read.value.shutdownConfirmedAt) return "confirmed";
     }
-    if (Date.now() >= deadline || signal?.aborted) return "timeout";
-    await Bun.sleep(Math.min(interval, Math.max(0, deadline - Date.now())));
+    if (ctx.clock.now() >= deadline || signal?.aborted) return "timeout";
+    await ctx.clock.sleep(Math.min(interval, deadline - ctx.clock.now()), signal);
   }
 }
 
@@ -104,11 +104,10 @@ async function requestShutdown(
     return { sent: true, requestedAt: Date.parse(agent.shutdownRequestedAt) };
   }
   const server = await ctx.edges.projectServer();
-  if (!server)
-    return { sent: false, requestedAt: Date.now(), warning: "the project's OpenCode server is not running" };
-  const requestedAt = Date.now();
-  const now = isoNow(ctx.clock);
-  const deadline = new Date(ctx.clock.now() + ctx.options.shutdownTimeoutMs).toISOString();
+  const requestedAt = ctx.clock.now();
+  if (!server) return { sent: false, requestedAt, warning: "the project's OpenCode server is not running" };
+  const now = new Date(requestedAt).toISOString();
+  const deadline = new Date(requestedAt + ctx.options.shutdownTimeoutMs).toISOString();
   await ctx.store.updateAgent(agent.teamName, agent.agentId, (current) =>
     current && current.status !== "terminated"
       ? {

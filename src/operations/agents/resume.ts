@@ -151,7 +151,7 @@ export async function resumeAgent(
   callerSessionId: string,
   report: SpawnProgress = () => {},
 ): Promise<OpResult<ResumeAgentOutput>> {
-  const steps = new StepClock(report);
+  const steps = new StepClock(ctx.clock, report);
   assertTeamName(input.teamName);
   assertAgentId(input.agentId);
   const continuation = input.prompt?.trim() || undefined;

@@ -1,7 +1,7 @@
 import { lstat, realpath, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
-import { isoNow } from "../../clock.ts";
+import { type Clock, isoNow } from "../../clock.ts";
 import type { ModelRef, OpencodeApi } from "../../edges/opencode-api.ts";
 import { type ProjectServer, ServerStartError } from "../../edges/server-manager.ts";
 import type { PaneRef } from "../../edges/tmux-api.ts";
@@ -194,18 +194,19 @@ class Rollback {
 
 /** Poll the session's message count until it grows past `before` or `windowMs` passes. */
 async function landed(
+  clock: Clock,
   api: OpencodeApi,
   sessionId: string,
   before: number,
   windowMs: number,
 ): Promise<boolean> {
-  const deadline = Date.now() + windowMs;
+  const deadline = clock.now() + windowMs;
   const interval = Math.max(10, Math.min(100, windowMs / 10));
   for (;;) {
     const count = await api.messageCount(sessionId).catch(() => undefined);
     if (count !== undefined && count > before) return true;
-    if (Date.now() >= deadline) return false;
-    await Bun.sleep(interval);
+    if (clock.now() >= deadline) return false;
+    await clock.sleep(interval);
   }
 }
 
@@ -242,31 +243,32 @@ export async function deliverPrompt(
   }
   for (let attempt = 1; attempt <= 3; attempt++) {
     // A slow earlier attempt may have landed meanwhile: sending again would give the agent its prompt twice.
-    if (attempt > 1 && (await landed(api, sessionId, before, 0))) return { delivery: "sdk", problems };
+    if (attempt > 1 && (await landed(ctx.clock, api, sessionId, before, 0)))
+      return { delivery: "sdk", problems };
     if (Number.isFinite(before)) {
       try {
         await api.promptAsync(sessionId, text, options.model ? { model: options.model } : {});
-        if (await landed(api, sessionId, before, delay)) return { delivery: "sdk", problems };
+        if (await landed(ctx.clock, api, sessionId, before, delay)) return { delivery: "sdk", problems };
         problems.push(`attempt ${attempt}: accepted, but no new message appeared within ${delay} ms`);
       } catch (error) {
         problems.push(`attempt ${attempt}: ${message(error)}`);
-        if (attempt < 3) await Bun.sleep(delay);
+        if (attempt < 3) await ctx.clock.sleep(delay);
       }
     } else if (attempt < 3) {
-      await Bun.sleep(delay);
+      await ctx.clock.sleep(delay);
       before = await api.messageCount(sessionId).catch(() => Number.POSITIVE_INFINITY);
     }
   }
   if (options.pane) {
     try {
       if (!Number.isFinite(before)) before = await api.messageCount(sessionId);
-      else if (await landed(api, sessionId, before, 0)) return { delivery: "sdk", problems };
+      else if (await landed(ctx.clock, api, sessionId, before, 0)) return { delivery: "sdk", problems };
       const pane = await options.pane();
       // Keystrokes sent before `opencode attach` has drawn its prompt are lost.
       const readyAt = (pane.openedAt ?? 0) + paneTiming.tuiReadyMs;
-      if (Date.now() < readyAt) await Bun.sleep(readyAt - Date.now());
+      await ctx.clock.sleep(readyAt - ctx.clock.now());
       await ctx.edges.tmux.sendText(pane, text);
-      if (await landed(api, sessionId, before, Math.max(delay * 3, paneTiming.settleMs))) {
+      if (await landed(ctx.clock, api, sessionId, before, Math.max(delay * 3, paneTiming.settleMs))) {
         return { delivery: "pane", problems };
       }
       problems.push("typing into the pane: no new message appeared");
@@ -314,12 +316,17 @@ async function removeAgentFiles(ctx: TeamsContext, teamName: string, agentId: st
 export class StepClock {
   readonly timings: Record<string, number> = {};
   private step = "validate";
-  private startedAt = Date.now();
-  constructor(private readonly report: SpawnProgress) {}
+  private startedAt: number;
+  constructor(
+    private readonly clock: Clock,
+    private readonly report: SpawnProgress,
+  ) {
+    this.startedAt = clock.now();
+  }
   mark(step: string): void {
-    this.timings[this.step] = Date.now() - this.startedAt;
+    this.timings[this.step] = this.clock.now() - this.startedAt;
     this.step = step;
-    this.startedAt = Date.now();
+    this.startedAt = this.clock.now();
   }
   progress(step: string, text: string): void {
     this.mark(step);
@@ -564,7 +571,7 @@ export async function spawnAgent(
   callerSessionId: string,
   report: SpawnProgress = () => {},
 ): Promise<OpResult<SpawnAgentOutput>> {
-  const steps = new StepClock(report);
+  const steps = new StepClock(ctx.clock, report);
   assertTeamName(input.teamName);
   const team = await loadTeam(ctx, input.teamName);
   await requireLeader(ctx, team, callerSessionId, "Only the team leader can spawn agents");
