@@ -6,6 +6,8 @@
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { systemClock } from "../src/clock.ts";
+import { localFiles } from "../src/edges/files.ts";
+import { hostProcesses } from "../src/edges/process-info.ts";
 import { heartbeat } from "../src/operations/liveness/heartbeat.ts";
 import { parseOptions } from "../src/options.ts";
 import { decodeSlot } from "../src/state/heartbeat-slot.ts";
@@ -52,7 +54,13 @@ async function writer(args: WorkerArgs): Promise<WriterResult> {
     clock: systemClock,
     options: parseOptions({ background: false }),
     log: () => {},
-    edges: { projectServer: async () => undefined, localServer: new FakeOpencode(), tmux: new FakeTmux() },
+    edges: {
+      projectServer: async () => undefined,
+      localServer: new FakeOpencode(),
+      tmux: new FakeTmux(),
+      processes: hostProcesses,
+      files: localFiles,
+    },
   };
   const agents = args.agents.map((pair) => {
     const [agentId = "", sessionId = ""] = pair.split(":");

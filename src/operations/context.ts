@@ -1,5 +1,7 @@
 import type { Clock } from "../clock.ts";
+import type { FilesApi } from "../edges/files-api.ts";
 import type { GitApi } from "../edges/git-api.ts";
+import type { ProcessApi } from "../edges/host-process-api.ts";
 import type { OpencodeApi } from "../edges/opencode-api.ts";
 import type { ProjectServer, ServerManager } from "../edges/server-manager.ts";
 import type { TmuxApi } from "../edges/tmux-api.ts";
@@ -29,6 +31,10 @@ export interface TeamsEdges {
   /** The OpenCode server of this process (the one that loaded the plugin); hosts the leader's session when the leader runs here. */
   localServer: OpencodeApi;
   tmux: TmuxApi;
+  /** Processes by pid: an agent's `opencode attach`, a resume's claimant. */
+  processes: ProcessApi;
+  /** Filesystem checks on paths the caller names (a working directory, a worktree), and removing stray files. */
+  files: FilesApi;
   /** git, for agents' worktrees (specs/worktrees.md). Absent where no worktree is ever made (fixtures of other operations). */
   git?: GitApi;
 }

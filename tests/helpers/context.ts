@@ -2,7 +2,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { ManualClock } from "../../src/clock.ts";
+import { localFiles } from "../../src/edges/files.ts";
 import { GitCli } from "../../src/edges/git.ts";
+import { hostProcesses } from "../../src/edges/process-info.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
 import { paneTiming } from "../../src/operations/agents/agent-pane.ts";
@@ -92,6 +94,9 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
       localServer: local,
       git: new GitCli(),
       tmux,
+      // This host's own: unit tests start real processes where it matters, and fake panes' pids name none of theirs.
+      processes: hostProcesses,
+      files: localFiles,
     },
     cleanup: () => rm(projectRoot, { recursive: true, force: true }),
   };

@@ -1,11 +1,4 @@
 import path from "node:path";
-import {
-  childPids,
-  parentPid,
-  processCommandLine,
-  terminateProcess,
-  waitForExit,
-} from "../../edges/process-info.ts";
 import type { ServerCredentials } from "../../edges/server-auth.ts";
 import type { PaneRef } from "../../edges/tmux-api.ts";
 import { withFileLock } from "../../state/lock.ts";
@@ -140,7 +133,7 @@ export async function confirmPaneStarted(
   await sleepUntil(pane.openedAt + Math.min(paneTiming.execSettleMs, paneTiming.settleMs));
   while (clock.now() < settledAt) {
     // Its process runs attach on this session, so it is alive and so is its pane.
-    if (await isOurAttach(pane.attachPid, sessionId)) return;
+    if (await isOurAttach(ctx, pane.attachPid, sessionId)) return;
     await sleepUntil(Math.min(clock.now() + SETTLE_POLL_MS, settledAt));
   }
   if ((await ctx.edges.tmux.paneState(agentPaneRef(paneOwner(sessionId, pane)))) === "gone") {
@@ -186,8 +179,8 @@ export function agentPaneRef(owner: PaneOwnerRef): PaneRef | undefined {
 }
 
 /** Whether a pid still runs the `opencode attach` we started for this session (a reused pid belongs to someone else). */
-async function isOurAttach(pid: number, sessionId: string): Promise<boolean> {
-  const argv = await processCommandLine(pid);
+async function isOurAttach(ctx: TeamsContext, pid: number, sessionId: string): Promise<boolean> {
+  const argv = await ctx.edges.processes.commandLine(pid);
   return (
     argv?.includes("attach") === true &&
     argv.some((arg, index) => arg === "--session" && argv[index + 1] === sessionId)
@@ -217,20 +210,25 @@ export async function closeAgentPane(
   }
   const pid = owner.attachPid;
   if (pid === undefined) return warnings;
-  if (await waitForExit(pid, paneTiming.exitGraceMs)) return warnings;
-  if (!(await isOurAttach(pid, owner.sessionId))) return warnings;
+  const { processes } = ctx.edges;
+  if (await processes.waitForExit(pid, paneTiming.exitGraceMs)) return warnings;
+  if (!(await isOurAttach(ctx, pid, owner.sessionId))) return warnings;
   ctx.log("warn", `opencode attach ${pid} outlived its pane; terminating it`, { sessionId: owner.sessionId });
-  const ours = () => isOurAttach(pid, owner.sessionId);
+  const ours = () => isOurAttach(ctx, pid, owner.sessionId);
   // Its children go first, while the attach is alive to vouch for them: a child whose parent is still our verified
   // attach is its child, whereas a listed pid whose process has exited may since belong to anyone, and once the
   // attach is gone its orphans cannot be told from other processes. Both are re-checked before every signal.
-  const children = await childPids(pid);
+  const children = await processes.children(pid);
   await Promise.all(
     children.map((child) =>
-      terminateProcess(child, undefined, async () => (await parentPid(child)) === pid && (await ours())),
+      processes.terminate(
+        child,
+        undefined,
+        async () => (await processes.parent(child)) === pid && (await ours()),
+      ),
     ),
   );
-  const gone = await terminateProcess(pid, undefined, ours);
+  const gone = await processes.terminate(pid, undefined, ours);
   if (!gone && (await ours())) warnings.push(`opencode attach process ${pid} survived SIGKILL`);
   return warnings;
 }

@@ -105,13 +105,18 @@ async function claimResume(
     if (current.resumedBy) {
       const successor = await ctx.store.readAgent(teamName, current.resumedBy);
       if (successor.kind === "ok") return alreadyResumed(current, successor.value);
-      if (successor.kind === "corrupt" || claimHolds(current, ctx.clock.now())) {
+      if (successor.kind === "corrupt" || claimHolds(ctx.edges.processes, current, ctx.clock.now())) {
         return `${who(current)} is being resumed right now as agent ${current.resumedBy} by another resume-agent call; wait for it, then check list-agents for that agent`;
       }
       ctx.log("warn", `resume of ${agentId} as ${current.resumedBy} never launched; claiming it again`);
     }
     const now = isoNow(ctx.clock);
-    await ctx.store.writeAgent({ ...current, resumedBy: successorId, ...claimBy(now), updatedAt: now });
+    await ctx.store.writeAgent({
+      ...current,
+      resumedBy: successorId,
+      ...claimBy(ctx.edges.processes, now),
+      updatedAt: now,
+    });
     return undefined;
   });
 }

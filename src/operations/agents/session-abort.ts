@@ -30,7 +30,7 @@ async function otherHolder(
   const read = await ctx.store.readAgent(ended.teamName, ended.agentId);
   if (read.kind === "ok") {
     const { resumedBy } = read.value;
-    if (resumedBy && resumedBy !== resumingAs && claimHolds(read.value, ctx.clock.now()))
+    if (resumedBy && resumedBy !== resumingAs && claimHolds(ctx.edges.processes, read.value, ctx.clock.now()))
       return `agent ${resumedBy}, which resume-agent is launching on it`;
   }
   const { items } = await ctx.store.listAgentViews(ended.teamName);

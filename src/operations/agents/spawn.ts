@@ -1,7 +1,7 @@
-import { lstat, realpath, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { type Clock, isoNow } from "../../clock.ts";
+import type { FilesApi } from "../../edges/files-api.ts";
 import type { ModelRef, OpencodeApi } from "../../edges/opencode-api.ts";
 import { type ProjectServer, ServerStartError } from "../../edges/server-manager.ts";
 import type { PaneRef } from "../../edges/tmux-api.ts";
@@ -134,17 +134,18 @@ const ALLOW_HINT = "set the plugin option allowCwdOutsideProject to true to allo
 export async function resolveCwd(ctx: TeamsContext, cwd: string | undefined): Promise<string> {
   if (cwd === undefined || cwd.trim() === "") return ctx.projectRoot;
   const resolved = path.resolve(ctx.projectRoot, cwd);
-  const info = await stat(resolved).catch(() => undefined);
-  if (!info?.isDirectory()) throw new CallerError(`Working directory '${resolved}' does not exist`);
+  if ((await ctx.edges.files.kind(resolved)) !== "directory")
+    throw new CallerError(`Working directory '${resolved}' does not exist`);
   if (ctx.options.allowCwdOutsideProject) return resolved;
-  const [real, root] = await Promise.all([realpath(resolved), realpath(ctx.projectRoot)]);
+  const { files } = ctx.edges;
+  const [real, root] = await Promise.all([files.realpath(resolved), files.realpath(ctx.projectRoot)]);
   const inside = path.relative(root, real);
   if (inside === ".." || inside.startsWith(`..${path.sep}`) || path.isAbsolute(inside)) {
     throw new CallerError(
       `Working directory '${resolved}'${real === resolved ? "" : ` (really '${real}')`} is outside the project root '${root}': agents work inside the project. Pass a directory inside it, or ${ALLOW_HINT}.`,
     );
   }
-  const nested = await nestedRepository(root, inside);
+  const nested = await nestedRepository(files, root, inside);
   if (nested) {
     throw new CallerError(
       `Working directory '${resolved}' is inside the git repository '${nested}', nested in the project: OpenCode treats it as a separate project (its own config, plugins and sessions), not as part of this team's. Pass a directory of this project outside it, or ${ALLOW_HINT}.`,
@@ -154,11 +155,11 @@ export async function resolveCwd(ctx: TeamsContext, cwd: string | undefined): Pr
 }
 
 /** The outermost directory between `root` (excluded) and `root/inside` (included) that holds a `.git`. */
-async function nestedRepository(root: string, inside: string): Promise<string | undefined> {
+async function nestedRepository(files: FilesApi, root: string, inside: string): Promise<string | undefined> {
   let dir = root;
   for (const part of inside.split(path.sep).filter((p) => p !== "")) {
     dir = path.join(dir, part);
-    if (await lstat(path.join(dir, ".git")).catch(() => undefined)) return dir;
+    if (await files.kind(path.join(dir, ".git"), { follow: false })) return dir;
   }
   return undefined;
 }
@@ -308,8 +309,8 @@ function removeMember(ctx: TeamsContext, teamName: string, agentId: string) {
 }
 
 async function removeAgentFiles(ctx: TeamsContext, teamName: string, agentId: string): Promise<void> {
-  await rm(ctx.store.paths.agentState(teamName, agentId), { force: true });
-  await rm(ctx.store.paths.heartbeatSlot(teamName, agentId), { force: true });
+  await ctx.edges.files.remove(ctx.store.paths.agentState(teamName, agentId));
+  await ctx.edges.files.remove(ctx.store.paths.heartbeatSlot(teamName, agentId));
 }
 
 /** Per-step durations for the log (where a slow spawn spends its time), and progress shown to the caller. */

@@ -1,4 +1,3 @@
-import { stat } from "node:fs/promises";
 import { assertAgentId, assertTeamName, InvalidNameError } from "../../state/paths.ts";
 import type {
   AgentState,
@@ -115,10 +114,8 @@ export async function heartbeat(
   }
   const { store } = ctx;
   // Taking the lock creates the agents directory; never do that for a team or agent that does not exist.
-  const exists = await stat(store.paths.agentState(input.teamName, input.agentId)).then(
-    () => true,
-    () => false,
-  );
+  const exists =
+    (await ctx.edges.files.kind(store.paths.agentState(input.teamName, input.agentId))) !== undefined;
   if (!exists) {
     await loadTeam(ctx, input.teamName);
     return fail(notFound(input.agentId));

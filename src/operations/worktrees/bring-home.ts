@@ -60,7 +60,7 @@ export async function worktreeContents(
   tip: string,
 ): Promise<Pick<AgentDiffOutput, "worktreeExists" | "ahead" | "commits" | "diffStat" | "uncommitted">> {
   const git = gitOf(ctx);
-  const worktreeExists = await exists(worktree.path);
+  const worktreeExists = await exists(ctx, worktree.path);
   const [commits, diffStat, uncommitted] = await Promise.all([
     git.commitsBetween(repo, worktree.base, tip),
     git.diffStat(repo, worktree.base, tip),
