@@ -39,6 +39,18 @@ export interface TeamsEdges {
   git?: GitApi;
 }
 
+/** How long an agent's fresh pane is given at each step (agent-pane.ts, DEFAULT_PANE_TIMING). */
+export interface PaneTiming {
+  /** How long a fresh pane must stay up before its command counts as started (a missing binary exits at once). */
+  settleMs: number;
+  /** The same, once its process is seen running `opencode attach` on the session. */
+  execSettleMs: number;
+  /** How long a closed pane's attach process gets to exit by itself before it is signalled. */
+  exitGraceMs: number;
+  /** How long `opencode attach` needs after the pane opened before typed input reaches its prompt. */
+  tuiReadyMs: number;
+}
+
 /** What every operation needs: the project's state, the time, the settings, the edges and somewhere to log. */
 export interface TeamsContext {
   projectRoot: string;
@@ -47,4 +59,6 @@ export interface TeamsContext {
   options: TeamsOptions;
   log: Logger;
   edges: TeamsEdges;
+  /** Pane timing; DEFAULT_PANE_TIMING when absent. Unit tests with fake panes set it to zero. */
+  paneTiming?: PaneTiming;
 }

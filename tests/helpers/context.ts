@@ -7,7 +7,6 @@ import { GitCli } from "../../src/edges/git.ts";
 import { hostProcesses } from "../../src/edges/process-info.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
-import { paneTiming } from "../../src/operations/agents/agent-pane.ts";
 import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
@@ -32,14 +31,6 @@ export interface TestContext extends TeamsContext {
   serverEnsureCalls: number;
   logs: { level: LogLevel; message: string }[];
   cleanup(): Promise<void>;
-}
-
-/** Fake panes start, settle and die at once: no real waiting in unit tests. */
-export function instantPanes(): void {
-  paneTiming.settleMs = 0;
-  paneTiming.execSettleMs = 0;
-  paneTiming.tuiReadyMs = 0;
-  paneTiming.exitGraceMs = 0;
 }
 
 /** A throwaway project with its own storage dir and a clock the test moves by hand. */
@@ -98,6 +89,8 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
       processes: hostProcesses,
       files: localFiles,
     },
+    // Fake panes start, settle and die at once; a test of real panes sets its own.
+    paneTiming: { settleMs: 0, execSettleMs: 0, exitGraceMs: 0, tuiReadyMs: 0 },
     cleanup: () => rm(projectRoot, { recursive: true, force: true }),
   };
   return ctx;

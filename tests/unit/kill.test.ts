@@ -1,11 +1,11 @@
-import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { readFile } from "node:fs/promises";
 import { pidAlive } from "../../src/edges/process.ts";
 import { childPids, terminateProcess } from "../../src/edges/process-info.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
-import { instantPanes, makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -23,8 +23,6 @@ interface KillResult {
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
 let leaderId: string;
-
-beforeAll(instantPanes);
 
 async function setup(options: Record<string, unknown> = {}) {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, shutdownTimeoutMs: 2_000, ...options });

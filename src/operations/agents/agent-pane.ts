@@ -3,7 +3,7 @@ import type { ServerCredentials } from "../../edges/server-auth.ts";
 import type { PaneRef } from "../../edges/tmux-api.ts";
 import { withFileLock } from "../../state/lock.ts";
 import type { AgentRole, TmuxPlacement } from "../../state/schemas.ts";
-import type { TeamsContext } from "../context.ts";
+import type { PaneTiming, TeamsContext } from "../context.ts";
 
 /** A team's window lives in a detached session of this name when the leader does not run inside tmux. */
 export function teamSessionName(teamName: string): string {
@@ -53,14 +53,20 @@ export interface AgentPane {
 }
 
 /**
- * How long a fresh pane must stay up before we believe its command started (a missing binary exits at once), or
- * `execSettleMs` once its process is seen running `opencode attach` on the session (a program that cannot run
- * `attach` exits within milliseconds of starting; opencode itself takes a second to boot); how long a closed pane's
- * attach process gets to exit by itself; and how long `opencode attach` needs after the pane opened before typed
- * input reaches its prompt (earlier keystrokes are lost; measured 1-5 s on a loaded 2-core machine). Mutable for
- * unit tests with fake panes.
+ * A program that cannot run `attach` exits within milliseconds of starting, while opencode itself takes a second to
+ * boot; typed input reaches the attach TUI's prompt 1-5 s after the pane opened on a loaded 2-core machine (earlier
+ * keystrokes are lost).
  */
-export const paneTiming = { settleMs: 250, execSettleMs: 100, exitGraceMs: 1_500, tuiReadyMs: 6_000 };
+export const DEFAULT_PANE_TIMING: Readonly<PaneTiming> = {
+  settleMs: 250,
+  execSettleMs: 100,
+  exitGraceMs: 1_500,
+  tuiReadyMs: 6_000,
+};
+
+export function paneTimingOf(ctx: Pick<TeamsContext, "paneTiming">): Readonly<PaneTiming> {
+  return ctx.paneTiming ?? DEFAULT_PANE_TIMING;
+}
 
 /** How often a fresh pane's process is looked at while it settles. */
 const SETTLE_POLL_MS = 20;
@@ -127,6 +133,7 @@ export async function confirmPaneStarted(
   pane: AgentPane,
   sessionId: string,
 ): Promise<void> {
+  const paneTiming = paneTimingOf(ctx);
   const settledAt = pane.openedAt + paneTiming.settleMs;
   const { clock } = ctx;
   const sleepUntil = (at: number) => clock.sleep(at - clock.now());
@@ -211,7 +218,7 @@ export async function closeAgentPane(
   const pid = owner.attachPid;
   if (pid === undefined) return warnings;
   const { processes } = ctx.edges;
-  if (await processes.waitForExit(pid, paneTiming.exitGraceMs)) return warnings;
+  if (await processes.waitForExit(pid, paneTimingOf(ctx).exitGraceMs)) return warnings;
   if (!(await isOurAttach(ctx, pid, owner.sessionId))) return warnings;
   ctx.log("warn", `opencode attach ${pid} outlived its pane; terminating it`, { sessionId: owner.sessionId });
   const ours = () => isOurAttach(ctx, pid, owner.sessionId);

@@ -22,7 +22,7 @@ import {
   confirmPaneStarted,
   openAgentPane,
   paneOwner,
-  paneTiming,
+  paneTimingOf,
 } from "./agent-pane.ts";
 import { allocateColor, releaseColor } from "./color-pool.ts";
 
@@ -266,6 +266,7 @@ export async function deliverPrompt(
       else if (await landed(ctx.clock, api, sessionId, before, 0)) return { delivery: "sdk", problems };
       const pane = await options.pane();
       // Keystrokes sent before `opencode attach` has drawn its prompt are lost.
+      const paneTiming = paneTimingOf(ctx);
       const readyAt = (pane.openedAt ?? 0) + paneTiming.tuiReadyMs;
       await ctx.clock.sleep(readyAt - ctx.clock.now());
       await ctx.edges.tmux.sendText(pane, text);
