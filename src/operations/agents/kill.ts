@@ -12,8 +12,8 @@ import { reassignTasksOf } from "../team/task.ts";
 import { settleWorktree } from "../worktrees/worktrees.ts";
 import { closeAgentPane } from "./agent-pane.ts";
 import { releaseColor } from "./color-pool.ts";
+import { recordedModel } from "./model.ts";
 import { abortEndedSession } from "./session-abort.ts";
-import { recordedModel } from "./spawn.ts";
 import { endUnknownAgent, findUnknownAgent } from "./unknown-agents.ts";
 
 export interface KillAgentInput {

@@ -13,17 +13,12 @@ import {
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
 import { worktreeCwd } from "../worktrees/worktrees.ts";
+import { resolveCwd } from "./agent-input.ts";
 import { finishAgent, readAgentOrFail } from "./kill.ts";
+import { launchAgent, projectServerOrFail, type SpawnAgentOutput } from "./launch.ts";
+import { recordedModel } from "./model.ts";
 import { claimBy, claimHolds, withoutClaim } from "./resume-claim.ts";
-import {
-  launchAgent,
-  projectServerOrFail,
-  recordedModel,
-  resolveCwd,
-  type SpawnAgentOutput,
-  type SpawnProgress,
-  StepClock,
-} from "./spawn.ts";
+import { type SpawnProgress, StepClock } from "./step-clock.ts";
 
 export const RESUME_PROMPT_MAX = 20_000;
 
