@@ -3,7 +3,7 @@ import type { TeamsContext } from "../context.ts";
 import { notifyLeader } from "../messages/notify.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, resolveCaller } from "../team/identity.ts";
-import { finishAgent, readAgentOrFail } from "./kill.ts";
+import { finishAgent, readAgentOrFail } from "./finish.ts";
 
 export const SUMMARY_MAX = 4_000;
 /** The findings that reach the leader in the completion notice (bytes, UTF-8). */

@@ -14,7 +14,7 @@ import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
 import { worktreeCwd } from "../worktrees/worktrees.ts";
 import { resolveCwd } from "./agent-input.ts";
-import { finishAgent, readAgentOrFail } from "./kill.ts";
+import { finishAgent, readAgentOrFail } from "./finish.ts";
 import { launchAgent, projectServerOrFail, type SpawnAgentOutput } from "./launch.ts";
 import { recordedModel } from "./model.ts";
 import { claimBy, claimHolds, withoutClaim } from "./resume-claim.ts";

@@ -3,7 +3,7 @@ import type { CommitLine } from "../../edges/git-api.ts";
 import { withFileLock } from "../../state/lock.ts";
 import { assertAgentId, assertTeamName } from "../../state/paths.ts";
 import type { AgentState, AgentWorktree } from "../../state/schemas.ts";
-import { readAgentOrFail } from "../agents/kill.ts";
+import { readAgentOrFail } from "../agents/finish.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader, requireMember } from "../team/identity.ts";
