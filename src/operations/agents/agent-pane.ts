@@ -4,6 +4,7 @@ import type { PaneRef } from "../../edges/tmux-api.ts";
 import { withFileLock } from "../../state/lock.ts";
 import type { AgentRole, TmuxPlacement } from "../../state/schemas.ts";
 import type { PaneTiming, TeamsContext } from "../context.ts";
+import { errorText } from "../result.ts";
 
 /** A team's window lives in a detached session of this name when the leader does not run inside tmux. */
 export function teamSessionName(teamName: string): string {
@@ -210,9 +211,7 @@ export async function closeAgentPane(
     try {
       await ctx.edges.tmux.closePane(ref, options);
     } catch (error) {
-      warnings.push(
-        `Could not close pane ${ref.paneId}: ${error instanceof Error ? error.message : String(error)}`,
-      );
+      warnings.push(`Could not close pane ${ref.paneId}: ${errorText(error)}`);
     }
   }
   const pid = owner.attachPid;

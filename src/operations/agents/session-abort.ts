@@ -1,4 +1,5 @@
 import type { TeamsContext } from "../context.ts";
+import { errorText } from "../result.ts";
 import { claimHolds } from "./resume-claim.ts";
 
 /** The record a call just ended, and the session it ran in. */
@@ -13,10 +14,6 @@ export interface AbortHow {
   resumingAs?: string;
   /** Whether the run was still going: only then is a project server that is not running worth a warning. */
   wasRunning: boolean;
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** Who else holds the session now, if anyone: the leader, a resume launching a successor on it, a live record. */
@@ -62,7 +59,7 @@ export function abortEndedSession(ctx: TeamsContext, ended: EndedSession, how: A
       await server.abortSession(ended.sessionId);
       return [];
     } catch (error) {
-      return [`Could not abort session ${ended.sessionId}: ${message(error)}`];
+      return [`Could not abort session ${ended.sessionId}: ${errorText(error)}`];
     }
   });
 }
