@@ -6,8 +6,6 @@
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { systemClock } from "../src/clock.ts";
-import { localFiles } from "../src/edges/files.ts";
-import { hostProcesses } from "../src/edges/process-info.ts";
 import { heartbeat } from "../src/operations/liveness/heartbeat.ts";
 import { parseOptions } from "../src/options.ts";
 import { decodeSlot } from "../src/state/heartbeat-slot.ts";
@@ -15,7 +13,7 @@ import { StoragePaths } from "../src/state/paths.ts";
 import { AgentStateSchema } from "../src/state/schemas.ts";
 import { parseJson } from "../src/state/store.ts";
 import { TeamStore } from "../src/state/team-store.ts";
-import { FakeOpencode, FakeTmux } from "../tests/helpers/fakes.ts";
+import { offlineEdges } from "../tests/helpers/context.ts";
 import { lockedSlotWrite } from "./floors.ts";
 
 export interface WriterResult {
@@ -54,13 +52,7 @@ async function writer(args: WorkerArgs): Promise<WriterResult> {
     clock: systemClock,
     options: parseOptions({ background: false }),
     log: () => {},
-    edges: {
-      projectServer: async () => undefined,
-      localServer: new FakeOpencode(),
-      tmux: new FakeTmux(),
-      processes: hostProcesses,
-      files: localFiles,
-    },
+    edges: offlineEdges(),
   };
   const agents = args.agents.map((pair) => {
     const [agentId = "", sessionId = ""] = pair.split(":");

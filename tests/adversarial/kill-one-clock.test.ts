@@ -5,9 +5,9 @@
  * stopped an agent by force that was about to confirm; with one ahead it would wait far past the deadline.
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
-import { createTeam } from "../../src/operations/team/team.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { leadTeam } from "../helpers/team.ts";
+import type { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
@@ -16,9 +16,7 @@ let call: ReturnType<typeof toolCaller>;
 beforeEach(async () => {
   // The manual clock stands still at the start of 2026, behind the wall clock.
   ctx = await makeTestContext({ promptRetryDelayMs: 0, shutdownTimeoutMs: 60_000 });
-  call = toolCaller(ctx);
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
+  ({ call } = await leadTeam(ctx, "alpha", LEADER));
 });
 afterEach(() => ctx.cleanup());
 

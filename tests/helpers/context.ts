@@ -7,7 +7,7 @@ import { GitCli } from "../../src/edges/git.ts";
 import { hostProcesses } from "../../src/edges/process-info.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
-import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
+import type { LogLevel, TeamsContext, TeamsEdges } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
 import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
@@ -31,6 +31,17 @@ export interface TestContext extends TeamsContext {
   serverEnsureCalls: number;
   logs: { level: LogLevel; message: string }[];
   cleanup(): Promise<void>;
+}
+
+/** The edges of a process whose project server is down and whose tmux is fake: fixtures that only sweep or beat. */
+export function offlineEdges(): TeamsEdges {
+  return {
+    projectServer: async () => undefined,
+    localServer: new FakeOpencode(),
+    tmux: new FakeTmux(),
+    processes: hostProcesses,
+    files: localFiles,
+  };
 }
 
 /** A throwaway project with its own storage dir and a clock the test moves by hand. */
