@@ -13,7 +13,7 @@ import { StoragePaths } from "../src/state/paths.ts";
 import { AgentStateSchema } from "../src/state/schemas.ts";
 import { parseJson } from "../src/state/store.ts";
 import { TeamStore } from "../src/state/team-store.ts";
-import { FakeOpencode, FakeTmux } from "../tests/helpers/fakes.ts";
+import { offlineEdges } from "../tests/helpers/context.ts";
 import { lockedSlotWrite } from "./floors.ts";
 
 export interface WriterResult {
@@ -52,7 +52,7 @@ async function writer(args: WorkerArgs): Promise<WriterResult> {
     clock: systemClock,
     options: parseOptions({ background: false }),
     log: () => {},
-    edges: { projectServer: async () => undefined, localServer: new FakeOpencode(), tmux: new FakeTmux() },
+    edges: offlineEdges(),
   };
   const agents = args.agents.map((pair) => {
     const [agentId = "", sessionId = ""] = pair.split(":");

@@ -3,7 +3,7 @@ import path from "node:path";
 import { killAgent } from "../src/operations/agents/kill.ts";
 import { spawnAgent } from "../src/operations/agents/spawn.ts";
 import { createTeam } from "../src/operations/team/team.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../tests/helpers/context.ts";
+import { makeTestContext, type TestContext } from "../tests/helpers/context.ts";
 import { git } from "../tests/helpers/git.ts";
 import { interleaved } from "./floors.ts";
 import { note, timed } from "./setup.ts";
@@ -57,7 +57,6 @@ async function spawnOnce(ctx: TestContext, worktree: boolean): Promise<number> {
  * plugin adds a few short git calls and the spawn itself (shown beside, without a worktree), a fraction of the checkout.
  */
 export async function benchWorktree(quick: boolean): Promise<Figure[]> {
-  instantPanes();
   const ctx = await makeTestContext({ promptRetryDelayMs: 0 });
   try {
     await bigRepo(ctx.projectRoot);

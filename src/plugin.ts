@@ -2,9 +2,11 @@
 // exports as a plugin.
 import type { Hooks, PluginInput } from "@opencode-ai/plugin";
 import { systemClock } from "./clock.ts";
+import { localFiles } from "./edges/files.ts";
 import { GitCli } from "./edges/git.ts";
 import type { OpencodeApi } from "./edges/opencode-api.ts";
 import { SdkOpencodeApi } from "./edges/opencode-client.ts";
+import { hostProcesses } from "./edges/process-info.ts";
 import { outsideServerEnv, ServerManager } from "./edges/server-manager.ts";
 import { TmuxCli } from "./edges/tmux.ts";
 import type { Logger, TeamsContext } from "./operations/context.ts";
@@ -79,6 +81,8 @@ export function buildContext(input: {
       opencodeBinary: () => servers.opencodeBinary(),
       localServer: input.localServer,
       tmux: new TmuxCli("tmux", outsideServerEnv(process.env)),
+      processes: hostProcesses,
+      files: localFiles,
       git: new GitCli("git", outsideServerEnv(process.env)),
     },
   };

@@ -33,7 +33,7 @@ export async function collectWorktrees(
       if (!worktree) continue;
       const tip = await gitOf(ctx).branchTip(repo, worktree.branch);
       const contents = tip ? await worktreeContents(ctx, worktree, repo, tip) : undefined;
-      const dirExists = contents?.worktreeExists ?? (await exists(worktree.path));
+      const dirExists = contents?.worktreeExists ?? (await exists(ctx, worktree.path));
       if (!tip && !dirExists) continue;
       rows.push({
         team,

@@ -1,5 +1,7 @@
 import { readFileSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
+import { hostname } from "node:os";
+import type { ProcessApi } from "./host-process-api.ts";
 import { pidAlive } from "./process.ts";
 
 /** argv of a running process, or undefined when it is gone or cannot be read. Linux reads /proc; elsewhere `ps`. */
@@ -107,3 +109,14 @@ export async function terminateProcess(
 export function waitForExit(pid: number, ms: number): Promise<boolean> {
   return waitGone(pid, ms);
 }
+
+/** This host's processes, for the context (operations reach processes only through it). */
+export const hostProcesses: ProcessApi = {
+  self: { pid: process.pid, host: hostname() },
+  commandLine: processCommandLine,
+  parent: parentPid,
+  children: childPids,
+  running: processRunning,
+  terminate: terminateProcess,
+  waitForExit,
+};

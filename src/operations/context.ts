@@ -1,5 +1,7 @@
 import type { Clock } from "../clock.ts";
+import type { FilesApi } from "../edges/files-api.ts";
 import type { GitApi } from "../edges/git-api.ts";
+import type { ProcessApi } from "../edges/host-process-api.ts";
 import type { OpencodeApi } from "../edges/opencode-api.ts";
 import type { ProjectServer, ServerManager } from "../edges/server-manager.ts";
 import type { TmuxApi } from "../edges/tmux-api.ts";
@@ -29,8 +31,24 @@ export interface TeamsEdges {
   /** The OpenCode server of this process (the one that loaded the plugin); hosts the leader's session when the leader runs here. */
   localServer: OpencodeApi;
   tmux: TmuxApi;
+  /** Processes by pid: an agent's `opencode attach`, a resume's claimant. */
+  processes: ProcessApi;
+  /** Filesystem checks on paths the caller names (a working directory, a worktree), and removing stray files. */
+  files: FilesApi;
   /** git, for agents' worktrees (specs/worktrees.md). Absent where no worktree is ever made (fixtures of other operations). */
   git?: GitApi;
+}
+
+/** How long an agent's fresh pane is given at each step (agent-pane.ts, DEFAULT_PANE_TIMING). */
+export interface PaneTiming {
+  /** How long a fresh pane must stay up before its command counts as started (a missing binary exits at once). */
+  settleMs: number;
+  /** The same, once its process is seen running `opencode attach` on the session. */
+  execSettleMs: number;
+  /** How long a closed pane's attach process gets to exit by itself before it is signalled. */
+  exitGraceMs: number;
+  /** How long `opencode attach` needs after the pane opened before typed input reaches its prompt. */
+  tuiReadyMs: number;
 }
 
 /** What every operation needs: the project's state, the time, the settings, the edges and somewhere to log. */
@@ -41,4 +59,6 @@ export interface TeamsContext {
   options: TeamsOptions;
   log: Logger;
   edges: TeamsEdges;
+  /** Pane timing; DEFAULT_PANE_TIMING when absent. Unit tests with fake panes set it to zero. */
+  paneTiming?: PaneTiming;
 }

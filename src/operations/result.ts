@@ -13,9 +13,13 @@ export class CallerError extends Error {
   override name = "CallerError";
 }
 
+/** The text of anything thrown, for a warning or an error message. */
+export function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** Caller mistakes become their message; anything else is a bug, reported without taking down the host process. */
 export function failureFromError(error: unknown, what: string): Failure {
   if (error instanceof InvalidNameError || error instanceof CallerError) return fail(error.message);
-  const message = error instanceof Error ? error.message : String(error);
-  return fail(`${what} failed unexpectedly: ${message}`);
+  return fail(`${what} failed unexpectedly: ${errorText(error)}`);
 }

@@ -1,10 +1,10 @@
-import { afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { afterEach, describe, expect, test } from "bun:test";
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createTeam } from "../../src/operations/team/team.ts";
 import type { TeamsOptions } from "../../src/options.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 // An agent works inside the project: a cwd that leads out of it (or into a repository nested in it, which OpenCode
@@ -14,8 +14,6 @@ const LEADER = "ses_leader";
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
 let outside: string;
-
-beforeAll(instantPanes);
 
 async function setup(options: Partial<TeamsOptions> = {}) {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, ...options });

@@ -13,7 +13,7 @@ import { ColorPoolSchema, type TaskBoard } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { hasTmux, killServer, tmuxSocketName } from "../e2e/harness/tmux.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -29,8 +29,6 @@ interface Listing {
 
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
-
-beforeAll(instantPanes);
 
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, shutdownTimeoutMs: 500 });

@@ -5,7 +5,7 @@
  * owning it.
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
-import { finishAgent } from "../../src/operations/agents/kill.ts";
+import { finishAgent } from "../../src/operations/agents/finish.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

@@ -4,11 +4,11 @@
  * prompt. The abort must never land after that prompt: it would cut off the new agent's first turn while resume-agent
  * reports it active. The abort is decided and sent under the old agent's lock, which the resume's claim takes too.
  */
-import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
+import { afterEach, beforeEach, expect, test } from "bun:test";
 import { readFile, writeFile } from "node:fs/promises";
 import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -17,7 +17,6 @@ let call: ReturnType<typeof toolCaller>;
 
 type Result = { success: boolean; error?: string; agentId?: string; status?: string };
 
-beforeAll(instantPanes);
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0 });
   call = toolCaller(ctx);

@@ -21,9 +21,9 @@ import {
   type AgentPane,
   agentPaneRef,
   closeAgentPane,
+  DEFAULT_PANE_TIMING,
   openAgentPane,
   paneOwner,
-  paneTiming,
 } from "../../src/operations/agents/agent-pane.ts";
 import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
@@ -34,7 +34,6 @@ import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const SESSION_ID = "ses_owned_pane";
-const defaults = { ...paneTiming };
 
 async function waitFor(fn: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -64,6 +63,7 @@ describe.skipIf(!hasTmux())("a pane id reused by a restarted tmux server is neve
 
   beforeEach(async () => {
     ctx = await makeTestContext({ tmuxSocket: socket });
+    ctx.paneTiming = DEFAULT_PANE_TIMING;
     ctx.edges.tmux = cli;
     const fakeAttach = path.join(ctx.projectRoot, "fake-opencode");
     await writeFile(fakeAttach, "#!/bin/sh\nexec sleep 600\n", { mode: 0o755 });
@@ -116,7 +116,6 @@ describe.skipIf(!hasTmux())("a pane id reused by a restarted tmux server is neve
   });
 
   afterEach(async () => {
-    Object.assign(paneTiming, defaults);
     killServer(socket);
     await ctx.cleanup();
   });
@@ -180,7 +179,6 @@ describe("the attach process is signalled only while it is ours", () => {
   /** Processes these tests started, with the command line each had, so cleanup stops only those. */
   const spawned: { pid: number; argv: string[] }[] = [];
   afterEach(async () => {
-    Object.assign(paneTiming, defaults);
     for (const { pid, argv } of spawned.splice(0)) {
       await terminateProcess(
         pid,
@@ -192,7 +190,7 @@ describe("the attach process is signalled only while it is ours", () => {
 
   async function closeWithAttach(children: number, script: string, ...args: string[]) {
     const ctx = await makeTestContext();
-    paneTiming.exitGraceMs = 50;
+    ctx.paneTiming = { ...DEFAULT_PANE_TIMING, exitGraceMs: 50 };
     const argv = ["sh", "-c", script, ...args, "attach", "--session", SESSION_ID];
     const attach = Bun.spawn(argv, { stdio: ["ignore", "ignore", "ignore"] });
     spawned.push({ pid: attach.pid, argv }, { pid: attach.pid, argv: ["sleep", "300"] });

@@ -4,12 +4,12 @@
  * resumes. The claim records its claimant (pid and host): a claimant of this host holds it exactly while it runs;
  * only a claim that cannot be checked falls back to its age, and one dated in the future counts as stale.
  */
-import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
+import { afterEach, beforeEach, expect, test } from "bun:test";
 import { hostname } from "node:os";
 import { RESUME_CLAIM_TTL_MS } from "../../src/operations/agents/resume-claim.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -19,7 +19,6 @@ let call: ReturnType<typeof toolCaller>;
 
 type Result = { success: boolean; error?: string; agentId?: string };
 
-beforeAll(instantPanes);
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0 });
   call = toolCaller(ctx);

@@ -3,14 +3,14 @@
  * hand) may name a directory outside the project: resume-agent must refuse it as spawn-agent does, before it claims
  * or changes anything, and tell the leader what to do instead.
  */
-import { afterEach, beforeAll, expect, test } from "bun:test";
+import { afterEach, expect, test } from "bun:test";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { createTeam } from "../../src/operations/team/team.ts";
 import type { TeamsOptions } from "../../src/options.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -20,7 +20,6 @@ let outside: string;
 
 type Result = { success: boolean; error?: string; agentId?: string };
 
-beforeAll(instantPanes);
 afterEach(async () => {
   await ctx.cleanup();
   await rm(outside, { recursive: true, force: true });

@@ -4,18 +4,17 @@
  * into the same reused session. Now messages whose delivery was attempted and that the session shows are marked
  * delivered instead, and a resume marks its hand-over attempted before sending.
  */
-import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
+import { afterEach, beforeEach, expect, test } from "bun:test";
 import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import { InboxMessageSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
-beforeAll(instantPanes);
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0 });
   call = toolCaller(ctx);

@@ -1,10 +1,10 @@
-import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { RESUME_CLAIM_TTL_MS } from "../../src/operations/agents/resume-claim.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 // Models call tools in parallel: two resume-agent calls for one agent must leave exactly one live record on its
@@ -22,7 +22,6 @@ type Resumed = {
   resumedFrom?: string;
 };
 
-beforeAll(instantPanes);
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0 });
   call = toolCaller(ctx);

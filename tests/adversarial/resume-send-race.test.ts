@@ -4,16 +4,15 @@
  * inbox, which no sweep scanned: it never reached the successor, though it runs on the same session. The sweep now
  * scans the inboxes of the runs each live agent resumes.
  */
-import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
+import { afterEach, beforeEach, expect, test } from "bun:test";
 import { deliverPending } from "../../src/operations/messages/notify.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
-beforeAll(instantPanes);
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0 });
   call = toolCaller(ctx);

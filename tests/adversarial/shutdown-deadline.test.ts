@@ -79,12 +79,14 @@ test("a graceful kill records its deadline in the agent's state", async () => {
   const agent = await addAgent(ctx, "alpha", { name: "w" });
   ctx.server.addSession({ id: agent.sessionId });
   const controller = new AbortController();
+  // The kill's wait moves the test's clock: the deadline counts from when it asked.
+  const askedAt = ctx.clock.now();
   const killing = killAgent(ctx, { teamName: "alpha", agentId: agent.agentId }, LEADER, {
     signal: controller.signal,
   });
   for (let i = 0; i < 200 && (await state(agent)).status !== "shutting_down"; i++) await Bun.sleep(5);
   expect((await state(agent)).shutdownDeadlineAt).toBe(
-    new Date(ctx.clock.now() + ctx.options.shutdownTimeoutMs).toISOString(),
+    new Date(askedAt + ctx.options.shutdownTimeoutMs).toISOString(),
   );
   controller.abort();
   await killing;

@@ -4,10 +4,10 @@
  * new record and sends it its first prompt: the sweep's abort must not land after that prompt. It is decided and sent
  * under the agent's lock, which resume-agent's claim takes too.
  */
-import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
+import { afterEach, beforeEach, expect, test } from "bun:test";
 import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -16,7 +16,6 @@ let call: ReturnType<typeof toolCaller>;
 
 type Result = { success: boolean; error?: string; agentId?: string; sessionId?: string; status?: string };
 
-beforeAll(instantPanes);
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, busyCapMs: 1_000 });
   call = toolCaller(ctx);

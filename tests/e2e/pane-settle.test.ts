@@ -2,13 +2,19 @@
  * confirmPaneStarted on real tmux (private socket): a pane whose command cannot start is a failure; one whose process
  * already runs `attach` on the session is believed early; anything else must stay up for the whole settle time.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { systemClock } from "../../src/clock.ts";
+import { hostProcesses } from "../../src/edges/process-info.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
-import { type AgentPane, confirmPaneStarted, paneTiming } from "../../src/operations/agents/agent-pane.ts";
-import type { TeamsContext } from "../../src/operations/context.ts";
+import {
+  type AgentPane,
+  confirmPaneStarted,
+  DEFAULT_PANE_TIMING,
+} from "../../src/operations/agents/agent-pane.ts";
+import type { PaneTiming, TeamsContext } from "../../src/operations/context.ts";
 import { hasTmux, killServer, tmuxSocketName } from "./harness/tmux.ts";
 import { removeSocketFile } from "./tmux-socket-file.ts";
 
@@ -19,9 +25,14 @@ describe.skipIf(!hasTmux())("confirmPaneStarted on real tmux", () => {
   let socket: string;
   let root: string;
   const cli = new TmuxCli();
-  // confirmPaneStarted asks tmux only; the rest of the context is not used.
-  const ctx = { edges: { tmux: cli } } as unknown as TeamsContext;
-  const defaults = { ...paneTiming };
+  // confirmPaneStarted asks tmux, the processes and the clock only; the rest of the context is not used.
+  const ctx = {
+    clock: systemClock,
+    edges: { tmux: cli, processes: hostProcesses },
+  } as unknown as TeamsContext;
+  const timing = (set: Partial<PaneTiming>) => {
+    ctx.paneTiming = { ...DEFAULT_PANE_TIMING, ...set };
+  };
 
   const placement = () => ({ socket, session: "settle", window: "settle" });
 
@@ -31,7 +42,6 @@ describe.skipIf(!hasTmux())("confirmPaneStarted on real tmux", () => {
     // Keeps the window (and the tmux server) up while the panes under test come and go.
     await cli.openPane({ ...placement(), cwd: root, command: ["sleep", "600"], title: "anchor" });
   });
-  afterEach(() => Object.assign(paneTiming, defaults));
   afterAll(() => {
     killServer(socket);
     removeSocketFile(socket);
@@ -58,7 +68,7 @@ describe.skipIf(!hasTmux())("confirmPaneStarted on real tmux", () => {
   }
 
   test("a command that dies before the settle time is a pane failure naming it", async () => {
-    paneTiming.settleMs = 1_500;
+    timing({ settleMs: 1_500 });
     const pane = await open(["sh", "-c", "sleep 0.3; exit 1"]);
     await expect(confirmPaneStarted(ctx, pane, SESSION_ID)).rejects.toThrow(
       "the pane's command exited right away; is 'sh' a runnable opencode binary?",
@@ -66,13 +76,13 @@ describe.skipIf(!hasTmux())("confirmPaneStarted on real tmux", () => {
   });
 
   test("a program called with attach arguments that is gone by execSettleMs is a failure too", async () => {
-    Object.assign(paneTiming, { settleMs: 1_500, execSettleMs: 600 });
+    timing({ settleMs: 1_500, execSettleMs: 600 });
     const pane = await open(["sh", "-c", "sleep 0.3; exit 1", "attach", "--session", SESSION_ID]);
     await expect(confirmPaneStarted(ctx, pane, SESSION_ID)).rejects.toThrow("exited right away");
   });
 
   test("a process running attach on the session is believed after execSettleMs, not the whole settle time", async () => {
-    paneTiming.settleMs = 20_000;
+    timing({ settleMs: 20_000 });
     const pane = await open([
       process.execPath,
       "-e",
@@ -88,7 +98,7 @@ describe.skipIf(!hasTmux())("confirmPaneStarted on real tmux", () => {
   });
 
   test("a process that is not our attach must stay up for the whole settle time", async () => {
-    paneTiming.settleMs = 700;
+    timing({ settleMs: 700 });
     const pane = await open(["sleep", "30"]);
     await confirmPaneStarted(ctx, pane, SESSION_ID);
     expect(Date.now() - pane.openedAt).toBeGreaterThanOrEqual(700);

@@ -2,11 +2,12 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { ManualClock } from "../../src/clock.ts";
+import { localFiles } from "../../src/edges/files.ts";
 import { GitCli } from "../../src/edges/git.ts";
+import { hostProcesses } from "../../src/edges/process-info.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
-import { paneTiming } from "../../src/operations/agents/agent-pane.ts";
-import type { LogLevel, TeamsContext } from "../../src/operations/context.ts";
+import type { LogLevel, TeamsContext, TeamsEdges } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
 import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
@@ -32,12 +33,15 @@ export interface TestContext extends TeamsContext {
   cleanup(): Promise<void>;
 }
 
-/** Fake panes start, settle and die at once: no real waiting in unit tests. */
-export function instantPanes(): void {
-  paneTiming.settleMs = 0;
-  paneTiming.execSettleMs = 0;
-  paneTiming.tuiReadyMs = 0;
-  paneTiming.exitGraceMs = 0;
+/** The edges of a process whose project server is down and whose tmux is fake: fixtures that only sweep or beat. */
+export function offlineEdges(): TeamsEdges {
+  return {
+    projectServer: async () => undefined,
+    localServer: new FakeOpencode(),
+    tmux: new FakeTmux(),
+    processes: hostProcesses,
+    files: localFiles,
+  };
 }
 
 /** A throwaway project with its own storage dir and a clock the test moves by hand. */
@@ -92,7 +96,12 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
       localServer: local,
       git: new GitCli(),
       tmux,
+      // This host's own: unit tests start real processes where it matters, and fake panes' pids name none of theirs.
+      processes: hostProcesses,
+      files: localFiles,
     },
+    // Fake panes start, settle and die at once; a test of real panes sets its own.
+    paneTiming: { settleMs: 0, execSettleMs: 0, exitGraceMs: 0, tuiReadyMs: 0 },
     cleanup: () => rm(projectRoot, { recursive: true, force: true }),
   };
   return ctx;

@@ -1,9 +1,9 @@
-import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
 import { enforceTimeouts } from "../../src/operations/liveness/timeouts.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { leaderInbox as inboxOfLeader } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
@@ -54,8 +54,6 @@ interface HistoryResult {
 
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
-
-beforeAll(instantPanes);
 
 async function setup(options: Record<string, unknown> = {}, teamArgs: Record<string, unknown> = {}) {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, ...options });

@@ -1,11 +1,11 @@
-import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { readFile } from "node:fs/promises";
 import { pidAlive } from "../../src/edges/process.ts";
 import { childPids, terminateProcess } from "../../src/edges/process-info.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
-import { instantPanes, makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -23,8 +23,6 @@ interface KillResult {
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
 let leaderId: string;
-
-beforeAll(instantPanes);
 
 async function setup(options: Record<string, unknown> = {}) {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, shutdownTimeoutMs: 2_000, ...options });
@@ -63,6 +61,22 @@ async function claimTask(sessionId: string, title: string): Promise<string> {
   await call("update-task", { teamName: "alpha", taskId: created.task.id, status: "in_progress" }, sessionId);
   return created.task.id;
 }
+
+/**
+ * Plays the agent (or its caller): runs `act` once the test's clock is `afterMs` past now. The kill's own waits move
+ * the manual clock, so this lands in the middle of its wait without any wall time passing.
+ */
+async function once(afterMs: number, act: () => Promise<unknown>): Promise<unknown> {
+  const at = ctx.clock.now() + afterMs;
+  for (let turn = 0; ctx.clock.now() < at; turn++) {
+    if (turn > 100_000) throw new Error(`the clock never reached +${afterMs} ms: nothing waited`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return act();
+}
+
+const confirm = (agentId: string, sessionId: string) =>
+  call<{ success: boolean; message: string }>("confirm-shutdown", { teamName: "alpha", agentId }, sessionId);
 
 async function historyOf(agentId: string) {
   const history = JSON.parse(await readFile(ctx.store.paths.history("alpha"), "utf8")) as {
@@ -155,24 +169,26 @@ describe("kill-agent force", () => {
 
 describe("kill-agent graceful", () => {
   test("the agent is asked, confirms with confirm-shutdown, and is finished gracefully", async () => {
+    await ctx.cleanup();
+    await setup({ shutdownTimeoutMs: 600_000 });
     const a = await spawnOne();
+    const started = ctx.clock.now();
     const killing = kill({ agentId: a.agentId, reason: "wrap up" });
-    for (let i = 0; i < 100 && (await agent(a.agentId)).status !== "shutting_down"; i++) await Bun.sleep(10);
-    const state = await agent(a.agentId);
-    expect(state.status).toBe("shutting_down");
-    expect(state.shutdownRequestedAt).toBeDefined();
-    const request = ctx.server.sessions.get(a.sessionId)?.prompts[1];
-    expect(request?.text).toContain("The team leader asks you to shut down: wrap up");
-    expect(request?.text).toContain(`"agentId": "${a.agentId}"`);
-    expect(request?.model).toEqual({ providerID: "mock", modelID: "mock-model" });
-
-    const confirmed = await call<{ success: boolean; message: string }>(
-      "confirm-shutdown",
-      { teamName: "alpha", agentId: a.agentId },
-      a.sessionId,
-    );
-    expect(confirmed.success).toBe(true);
+    const confirming = once(500, async () => {
+      const state = await agent(a.agentId);
+      expect(state.status).toBe("shutting_down");
+      expect(state.shutdownRequestedAt).toBeDefined();
+      const request = ctx.server.sessions.get(a.sessionId)?.prompts[1];
+      expect(request?.text).toContain("The team leader asks you to shut down: wrap up");
+      expect(request?.text).toContain(`"agentId": "${a.agentId}"`);
+      expect(request?.model).toEqual({ providerID: "mock", modelID: "mock-model" });
+      return confirm(a.agentId, a.sessionId);
+    });
     const result = await killing;
+    expect(await confirming).toMatchObject({ success: true });
+    // It waited for the confirmation (on the test's clock), not for the deadline.
+    expect(ctx.clock.now() - started).toBeGreaterThanOrEqual(500);
+    expect(ctx.clock.now() - started).toBeLessThan(600_000);
     expect(result).toMatchObject({ success: true, method: "graceful", phase: "confirmed" });
     expect(await agent(a.agentId)).toMatchObject({ status: "terminated", outcome: "killed" });
     expect(ctx.tmux.panes.get(a.paneId ?? "")?.alive).toBe(false);
@@ -185,9 +201,9 @@ describe("kill-agent graceful", () => {
     await ctx.cleanup();
     await setup({ shutdownTimeoutMs: 60 });
     const a = await spawnOne();
-    const started = Date.now();
+    const started = ctx.clock.now();
     const result = await kill({ agentId: a.agentId });
-    expect(Date.now() - started).toBeGreaterThanOrEqual(50);
+    expect(ctx.clock.now() - started).toBeGreaterThanOrEqual(60);
     expect(result).toMatchObject({ success: true, method: "force", phase: "timeout" });
     expect(result.warnings?.[0]).toContain("did not confirm within 60 ms");
     expect((await agent(a.agentId)).outcome).toBe("interrupted");
@@ -203,13 +219,18 @@ describe("kill-agent graceful", () => {
   });
 
   test("the tool call's abort stops the wait and finishes as force", async () => {
+    await ctx.cleanup();
+    await setup({ shutdownTimeoutMs: 600_000 });
     const a = await spawnOne();
     const controller = new AbortController();
     const { killAgent } = await import("../../src/operations/agents/kill.ts");
-    setTimeout(() => controller.abort(), 50);
+    const started = ctx.clock.now();
+    const aborting = once(1_000, async () => controller.abort());
     const result = await killAgent(ctx, { teamName: "alpha", agentId: a.agentId }, LEADER, {
       signal: controller.signal,
     });
+    await aborting;
+    expect(ctx.clock.now() - started).toBeLessThan(600_000);
     expect(result).toMatchObject({ success: true, method: "force", phase: "timeout" });
   });
 

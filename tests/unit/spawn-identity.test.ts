@@ -1,4 +1,4 @@
-import { afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
+import { afterEach, beforeEach, expect, test } from "bun:test";
 import { allocateColor, COLOR_PALETTE, releaseColor } from "../../src/operations/agents/color-pool.ts";
 import { spawnAgent } from "../../src/operations/agents/spawn.ts";
 import {
@@ -8,13 +8,11 @@ import {
 } from "../../src/operations/team/identity-prompt.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import { substituteSystemValues } from "../e2e/harness/mock-model.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
 let leaderId: string;
-
-beforeAll(instantPanes);
 
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0 });

@@ -1,4 +1,4 @@
-import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { COLOR_PALETTE } from "../../src/operations/agents/color-pool.ts";
@@ -8,7 +8,7 @@ import { createTeam } from "../../src/operations/team/team.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { instantPanes, makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -17,8 +17,6 @@ type SpawnResult = SpawnAgentOutput & { success: boolean; error?: string };
 
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
-
-beforeAll(instantPanes);
 
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0 });

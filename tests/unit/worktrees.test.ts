@@ -1,10 +1,10 @@
-import { afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { identityText } from "../../src/operations/team/identity-prompt.ts";
 import type { AgentState, AgentWorktree } from "../../src/state/schemas.ts";
-import { instantPanes, makeTestContext, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { commitFile, git, initRepo } from "../helpers/git.ts";
 import { agentOnDisk, leadTeam } from "../helpers/team.ts";
 
@@ -24,8 +24,6 @@ type Result = { success: boolean; error?: string; warnings?: string[] } & Record
 let ctx: TestContext;
 let call: Awaited<ReturnType<typeof leadTeam>>["call"];
 let base: string;
-
-beforeAll(instantPanes);
 
 async function setUp(options: Parameters<typeof makeTestContext>[0] = {}, repo = true) {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, ...options });

@@ -1,15 +1,9 @@
-import {
-  childPids,
-  parentPid,
-  processCommandLine,
-  terminateProcess,
-  waitForExit,
-} from "../../edges/process-info.ts";
 import type { ServerCredentials } from "../../edges/server-auth.ts";
 import type { PaneRef } from "../../edges/tmux-api.ts";
 import { withFileLock } from "../../state/lock.ts";
 import type { AgentRole, TmuxPlacement } from "../../state/schemas.ts";
-import type { TeamsContext } from "../context.ts";
+import type { PaneTiming, TeamsContext } from "../context.ts";
+import { errorText } from "../result.ts";
 
 /** A team's window lives in a detached session of this name when the leader does not run inside tmux. */
 export function teamSessionName(teamName: string): string {
@@ -52,21 +46,27 @@ export interface AgentPane {
   paneId: string;
   attachPid: number;
   placement: TmuxPlacement;
-  /** Date.now() when the pane was opened. */
+  /** ctx.clock time when the pane was opened. */
   openedAt: number;
   /** The program the pane runs (for the error when it does not start). */
   command: string;
 }
 
 /**
- * How long a fresh pane must stay up before we believe its command started (a missing binary exits at once), or
- * `execSettleMs` once its process is seen running `opencode attach` on the session (a program that cannot run
- * `attach` exits within milliseconds of starting; opencode itself takes a second to boot); how long a closed pane's
- * attach process gets to exit by itself; and how long `opencode attach` needs after the pane opened before typed
- * input reaches its prompt (earlier keystrokes are lost; measured 1-5 s on a loaded 2-core machine). Mutable for
- * unit tests with fake panes.
+ * A program that cannot run `attach` exits within milliseconds of starting, while opencode itself takes a second to
+ * boot; typed input reaches the attach TUI's prompt 1-5 s after the pane opened on a loaded 2-core machine (earlier
+ * keystrokes are lost).
  */
-export const paneTiming = { settleMs: 250, execSettleMs: 100, exitGraceMs: 1_500, tuiReadyMs: 6_000 };
+export const DEFAULT_PANE_TIMING: Readonly<PaneTiming> = {
+  settleMs: 250,
+  execSettleMs: 100,
+  exitGraceMs: 1_500,
+  tuiReadyMs: 6_000,
+};
+
+export function paneTimingOf(ctx: Pick<TeamsContext, "paneTiming">): Readonly<PaneTiming> {
+  return ctx.paneTiming ?? DEFAULT_PANE_TIMING;
+}
 
 /** How often a fresh pane's process is looked at while it settles. */
 const SETTLE_POLL_MS = 20;
@@ -91,7 +91,7 @@ export async function openAgentPane(ctx: TeamsContext, input: AgentPaneInput): P
     input.cwd,
   ];
   const lockFile = ctx.store.paths.paneLock(input.teamName);
-  const openedAt = Date.now();
+  const openedAt = ctx.clock.now();
   const { paneId, panePid, server } = await withFileLock(
     lockFile,
     () =>
@@ -133,13 +133,15 @@ export async function confirmPaneStarted(
   pane: AgentPane,
   sessionId: string,
 ): Promise<void> {
+  const paneTiming = paneTimingOf(ctx);
   const settledAt = pane.openedAt + paneTiming.settleMs;
-  const sleepUntil = (at: number) => Bun.sleep(Math.max(0, at - Date.now()));
+  const { clock } = ctx;
+  const sleepUntil = (at: number) => clock.sleep(at - clock.now());
   await sleepUntil(pane.openedAt + Math.min(paneTiming.execSettleMs, paneTiming.settleMs));
-  while (Date.now() < settledAt) {
+  while (clock.now() < settledAt) {
     // Its process runs attach on this session, so it is alive and so is its pane.
-    if (await isOurAttach(pane.attachPid, sessionId)) return;
-    await sleepUntil(Math.min(Date.now() + SETTLE_POLL_MS, settledAt));
+    if (await isOurAttach(ctx, pane.attachPid, sessionId)) return;
+    await sleepUntil(Math.min(clock.now() + SETTLE_POLL_MS, settledAt));
   }
   if ((await ctx.edges.tmux.paneState(agentPaneRef(paneOwner(sessionId, pane)))) === "gone") {
     throw new Error(`the pane's command exited right away; is '${pane.command}' a runnable opencode binary?`);
@@ -184,8 +186,8 @@ export function agentPaneRef(owner: PaneOwnerRef): PaneRef | undefined {
 }
 
 /** Whether a pid still runs the `opencode attach` we started for this session (a reused pid belongs to someone else). */
-async function isOurAttach(pid: number, sessionId: string): Promise<boolean> {
-  const argv = await processCommandLine(pid);
+async function isOurAttach(ctx: TeamsContext, pid: number, sessionId: string): Promise<boolean> {
+  const argv = await ctx.edges.processes.commandLine(pid);
   return (
     argv?.includes("attach") === true &&
     argv.some((arg, index) => arg === "--session" && argv[index + 1] === sessionId)
@@ -208,27 +210,30 @@ export async function closeAgentPane(
     try {
       await ctx.edges.tmux.closePane(ref, options);
     } catch (error) {
-      warnings.push(
-        `Could not close pane ${ref.paneId}: ${error instanceof Error ? error.message : String(error)}`,
-      );
+      warnings.push(`Could not close pane ${ref.paneId}: ${errorText(error)}`);
     }
   }
   const pid = owner.attachPid;
   if (pid === undefined) return warnings;
-  if (await waitForExit(pid, paneTiming.exitGraceMs)) return warnings;
-  if (!(await isOurAttach(pid, owner.sessionId))) return warnings;
+  const { processes } = ctx.edges;
+  if (await processes.waitForExit(pid, paneTimingOf(ctx).exitGraceMs)) return warnings;
+  if (!(await isOurAttach(ctx, pid, owner.sessionId))) return warnings;
   ctx.log("warn", `opencode attach ${pid} outlived its pane; terminating it`, { sessionId: owner.sessionId });
-  const ours = () => isOurAttach(pid, owner.sessionId);
+  const ours = () => isOurAttach(ctx, pid, owner.sessionId);
   // Its children go first, while the attach is alive to vouch for them: a child whose parent is still our verified
   // attach is its child, whereas a listed pid whose process has exited may since belong to anyone, and once the
   // attach is gone its orphans cannot be told from other processes. Both are re-checked before every signal.
-  const children = await childPids(pid);
+  const children = await processes.children(pid);
   await Promise.all(
     children.map((child) =>
-      terminateProcess(child, undefined, async () => (await parentPid(child)) === pid && (await ours())),
+      processes.terminate(
+        child,
+        undefined,
+        async () => (await processes.parent(child)) === pid && (await ours()),
+      ),
     ),
   );
-  const gone = await terminateProcess(pid, undefined, ours);
+  const gone = await processes.terminate(pid, undefined, ours);
   if (!gone && (await ours())) warnings.push(`opencode attach process ${pid} survived SIGKILL`);
   return warnings;
 }

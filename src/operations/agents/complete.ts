@@ -1,9 +1,10 @@
 import { assertAgentId, assertTeamName } from "../../state/paths.ts";
+import type { AgentState, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { notifyLeader } from "../messages/notify.ts";
-import { CallerError, fail, type OpResult } from "../result.ts";
+import { CallerError, errorText, fail, type OpResult } from "../result.ts";
 import { loadTeam, resolveCaller } from "../team/identity.ts";
-import { finishAgent, readAgentOrFail } from "./kill.ts";
+import { type FinishResult, finishAgent, readAgentOrFail } from "./finish.ts";
 
 export const SUMMARY_MAX = 4_000;
 /** The findings that reach the leader in the completion notice (bytes, UTF-8). */
@@ -40,17 +41,7 @@ export async function completeAgent(
 ): Promise<OpResult<CompleteAgentOutput>> {
   assertTeamName(input.teamName);
   assertAgentId(input.agentId);
-  const summary = input.summary?.trim() || undefined;
-  if (summary && summary.length > SUMMARY_MAX) {
-    throw new CallerError(`summary is ${summary.length} characters; keep it under ${SUMMARY_MAX}`);
-  }
-  const report = input.report?.trim() || undefined;
-  const reportBytes = report ? Buffer.byteLength(report, "utf8") : 0;
-  if (reportBytes > REPORT_MAX_BYTES) {
-    throw new CallerError(
-      `report is ${reportBytes} bytes; keep it under ${REPORT_MAX_BYTES} (put the rest in a file and name it in the report)`,
-    );
-  }
+  const { summary, report } = checkedTexts(input);
   const team = await loadTeam(ctx, input.teamName);
   const agent = await readAgentOrFail(ctx, team, input.agentId);
   const caller = await resolveCaller(ctx, team, callerSessionId);
@@ -85,28 +76,9 @@ export async function completeAgent(
   });
   const warnings = [...finished.warnings];
   if (byItself) {
-    try {
-      await notifyLeader(ctx, team, {
-        type: input.status === "completed" ? "agent_completed" : "agent_failed",
-        text: `Agent ${agent.name} (${agent.agentId}) ${input.status}${summary ? `: ${summary}` : "."}${
-          finished.reassignedTasks.length > 0
-            ? ` Tasks it still had in progress are pending again: ${finished.reassignedTasks.join(", ")}.`
-            : ""
-        }${report ? `\nReport from ${agent.name}:\n${report}` : ""}`,
-        data: {
-          agentId: agent.agentId,
-          name: agent.name,
-          status: input.status,
-          ...(summary ? { summary } : {}),
-          ...(report ? { report } : {}),
-          reassignedTasks: finished.reassignedTasks,
-        },
-      });
-    } catch (error) {
-      warnings.push(
-        `The leader could not be notified: ${error instanceof Error ? error.message : String(error)}`,
-      );
-    }
+    await tellLeader(ctx, team, agent, { status: input.status, summary, report }, finished).catch(
+      (error: unknown) => warnings.push(`The leader could not be notified: ${errorText(error)}`),
+    );
   }
   ctx.log("info", `agent ${agent.name} ${input.status}`, { agentId: agent.agentId, byItself });
   return {
@@ -121,4 +93,48 @@ export async function completeAgent(
       : `Agent ${agent.name} recorded as ${input.status} and stopped.`,
     ...(warnings.length > 0 ? { warnings } : {}),
   };
+}
+
+/** The summary and report, trimmed (blank: none) and within their limits. */
+function checkedTexts(input: CompleteAgentInput): { summary?: string; report?: string } {
+  const summary = input.summary?.trim() || undefined;
+  if (summary && summary.length > SUMMARY_MAX) {
+    throw new CallerError(`summary is ${summary.length} characters; keep it under ${SUMMARY_MAX}`);
+  }
+  const report = input.report?.trim() || undefined;
+  const reportBytes = report ? Buffer.byteLength(report, "utf8") : 0;
+  if (reportBytes > REPORT_MAX_BYTES) {
+    throw new CallerError(
+      `report is ${reportBytes} bytes; keep it under ${REPORT_MAX_BYTES} (put the rest in a file and name it in the report)`,
+    );
+  }
+  return { summary, report };
+}
+
+/** The completion notice an agent's own report sends the leader. */
+async function tellLeader(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agent: AgentState,
+  end: { status: CompleteAgentInput["status"]; summary?: string; report?: string },
+  finished: FinishResult,
+): Promise<void> {
+  const { status, summary, report } = end;
+  const reassigned = finished.reassignedTasks;
+  await notifyLeader(ctx, team, {
+    type: status === "completed" ? "agent_completed" : "agent_failed",
+    text: `Agent ${agent.name} (${agent.agentId}) ${status}${summary ? `: ${summary}` : "."}${
+      reassigned.length > 0
+        ? ` Tasks it still had in progress are pending again: ${reassigned.join(", ")}.`
+        : ""
+    }${report ? `\nReport from ${agent.name}:\n${report}` : ""}`,
+    data: {
+      agentId: agent.agentId,
+      name: agent.name,
+      status,
+      ...(summary ? { summary } : {}),
+      ...(report ? { report } : {}),
+      reassignedTasks: reassigned,
+    },
+  });
 }

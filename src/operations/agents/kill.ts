@@ -3,17 +3,10 @@ import type { TeamsOptions } from "../../options.ts";
 import { assertAgentId, assertTeamName } from "../../state/paths.ts";
 import type { AgentState, AgentStatus, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
-import { agentEnded, type EndedStatus } from "../history/run-history.ts";
-import { isRunning } from "../liveness/heartbeat.ts";
-import { CallerError, fail, type OpResult } from "../result.ts";
-import { recountActiveSessions } from "../server/server-sessions.ts";
+import { errorText, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
-import { reassignTasksOf } from "../team/task.ts";
-import { settleWorktree } from "../worktrees/worktrees.ts";
-import { closeAgentPane } from "./agent-pane.ts";
-import { releaseColor } from "./color-pool.ts";
-import { abortEndedSession } from "./session-abort.ts";
-import { recordedModel } from "./spawn.ts";
+import { type FinishHow, type FinishResult, finishAgent, readAgentOrFail } from "./finish.ts";
+import { recordedModel } from "./model.ts";
 import { endUnknownAgent, findUnknownAgent } from "./unknown-agents.ts";
 
 export interface KillAgentInput {
@@ -47,10 +40,6 @@ export interface KillOptions {
 /** Statuses in which an agent's model is running turns and can be asked to shut down. */
 const ANSWERING: ReadonlySet<AgentStatus> = new Set(["active", "idle", "shutting_down"]);
 
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 export function shutdownRequestText(
   agent: AgentState,
   reason: string | undefined,
@@ -64,18 +53,7 @@ export function shutdownRequestText(
   ].join("\n");
 }
 
-export async function readAgentOrFail(
-  ctx: TeamsContext,
-  team: TeamConfig,
-  agentId: string,
-): Promise<AgentState> {
-  const read = await ctx.store.readAgent(team.name, agentId);
-  if (read.kind === "ok") return read.value;
-  if (read.kind === "corrupt") throw new CallerError(`Agent '${agentId}' cannot be read: ${read.warning}`);
-  throw new CallerError(`Agent '${agentId}' not found in team '${team.name}'`);
-}
-
-/** Wait, in wall-clock time, until the agent confirms, is terminated by someone else, or the deadline passes. */
+/** Wait until the agent confirms, is terminated by someone else, or the deadline passes. */
 async function awaitConfirmation(
   ctx: TeamsContext,
   agent: AgentState,
@@ -89,8 +67,8 @@ async function awaitConfirmation(
       if (read.value.status === "terminated") return "terminated";
       if (read.value.shutdownConfirmedAt) return "confirmed";
     }
-    if (Date.now() >= deadline || signal?.aborted) return "timeout";
-    await Bun.sleep(Math.min(interval, Math.max(0, deadline - Date.now())));
+    if (ctx.clock.now() >= deadline || signal?.aborted) return "timeout";
+    await ctx.clock.sleep(Math.min(interval, deadline - ctx.clock.now()), signal);
   }
 }
 
@@ -104,11 +82,10 @@ async function requestShutdown(
     return { sent: true, requestedAt: Date.parse(agent.shutdownRequestedAt) };
   }
   const server = await ctx.edges.projectServer();
-  if (!server)
-    return { sent: false, requestedAt: Date.now(), warning: "the project's OpenCode server is not running" };
-  const requestedAt = Date.now();
-  const now = isoNow(ctx.clock);
-  const deadline = new Date(ctx.clock.now() + ctx.options.shutdownTimeoutMs).toISOString();
+  const requestedAt = ctx.clock.now();
+  if (!server) return { sent: false, requestedAt, warning: "the project's OpenCode server is not running" };
+  const now = new Date(requestedAt).toISOString();
+  const deadline = new Date(requestedAt + ctx.options.shutdownTimeoutMs).toISOString();
   await ctx.store.updateAgent(agent.teamName, agent.agentId, (current) =>
     current && current.status !== "terminated"
       ? {
@@ -130,111 +107,8 @@ async function requestShutdown(
     );
     return { sent: true, requestedAt };
   } catch (error) {
-    return { sent: false, requestedAt, warning: `could not send the shutdown request: ${message(error)}` };
+    return { sent: false, requestedAt, warning: `could not send the shutdown request: ${errorText(error)}` };
   }
-}
-
-export interface FinishResult {
-  /** This call made the transition from a running status (a concurrent finisher, or an agent already inactive: false). */
-  ended: boolean;
-  reassignedTasks: string[];
-  warnings: string[];
-}
-
-export interface FinishHow {
-  /** Kept as the agent's statusReason and given to the history. */
-  reason: string;
-  /** AgentState.outcome to record (an agent that already ended, e.g. inactive, keeps the one it has). */
-  outcome: NonNullable<AgentState["outcome"]>;
-  /** History status for a run that was still going. */
-  history: EndedStatus;
-  /** The agent's own account of its work, for the history (complete-agent). */
-  summary?: string;
-  /** Leave the pane open for a human to read (a team with keepPanes, on completion). */
-  keepPane?: boolean;
-  /**
-   * Abort the session's running turn (default). Not when the agent itself is calling: aborting would cut off the
-   * very tool call that reports its end, and the turn ends by itself once the agent has the result.
-   */
-  abortSession?: boolean;
-  /** resume-agent ending the record it claimed for this successor: the old turn is aborted all the same. */
-  resumingAs?: string;
-}
-
-/**
- * End an agent for good: abort its session, close its pane and make sure its attach process is gone, hand its
- * in_progress tasks back, release its color, mark it terminated, recount the server's active sessions and record
- * the end. Every step is idempotent, so two finishers racing do no harm; the status write decides who records it.
- * Shared by kill-agent and whatever else ends an agent (completion, an expired kill, a time limit).
- */
-export async function finishAgent(
-  ctx: TeamsContext,
-  agent: AgentState,
-  decide: FinishHow | ((current: AgentState) => FinishHow),
-): Promise<FinishResult> {
-  // A function decides from the record as it is under the lock, not as the caller read it (finishOverdueKill).
-  const howFor = typeof decide === "function" ? decide : () => decide;
-  let how = howFor(agent);
-  const warnings: string[] = [];
-  // The status first, decided under the lock: from here on the sweep and the monitor leave the agent alone, so closing
-  // its pane below cannot make it look dead and record a false "interrupted" over this outcome. The write also decides
-  // which of two racing finishers ended the run, and so which one may abort the session.
-  const now = isoNow(ctx.clock);
-  let wasRunning = false;
-  let endedBy: AgentState | undefined;
-  let current = agent;
-  await ctx.store.updateAgent(agent.teamName, agent.agentId, (state) => {
-    if (!state) return undefined;
-    // The latest record: a resume or spawn may have recorded a pane after `agent` was read.
-    current = state;
-    if (state.status === "terminated") return undefined;
-    how = howFor(state);
-    wasRunning = isRunning(state.status);
-    endedBy = {
-      ...state,
-      status: "terminated",
-      terminatedAt: now,
-      updatedAt: now,
-      statusReason: how.reason,
-      outcome: wasRunning ? how.outcome : (state.outcome ?? how.outcome),
-    };
-    return endedBy;
-  });
-  if (how.abortSession !== false && endedBy) {
-    const abort = { wasRunning, ...(how.resumingAs ? { resumingAs: how.resumingAs } : {}) };
-    warnings.push(...(await abortEndedSession(ctx, endedBy, abort)));
-  }
-  if (!how.keepPane) {
-    // C-c in the attach TUI cancels the session's turn: right for a kill, wrong for an agent reporting its own end.
-    warnings.push(...(await closeAgentPane(ctx, current, { interrupt: how.abortSession !== false })));
-  }
-
-  // Only the call that ended the run decides, once its pane no longer runs anything in the worktree.
-  if (endedBy) warnings.push(...(await settleWorktree(ctx, endedBy)));
-
-  const reassigned = await reassignTasksOf(
-    ctx,
-    agent.teamName,
-    [agent.agentId],
-    `agent ${agent.name} ended: ${how.reason}`,
-  );
-  warnings.push(...(await releaseColor(ctx, agent.agentId)));
-  await recountActiveSessions(ctx).catch((error: unknown) => {
-    warnings.push(`Could not update activeSessions: ${message(error)}`);
-  });
-  if (endedBy && wasRunning) {
-    warnings.push(
-      ...(await agentEnded(ctx, endedBy, how.history, {
-        reason: how.reason,
-        ...(how.summary ? { summary: how.summary } : {}),
-      })),
-    );
-  }
-  return {
-    ended: endedBy !== undefined && wasRunning,
-    reassignedTasks: reassigned.get(agent.agentId) ?? [],
-    warnings,
-  };
 }
 
 /** kill-agent of an agent whose state file cannot be read: ended by force if its traces show it, else not found. */

@@ -1,5 +1,4 @@
-import { hostname } from "node:os";
-import { processRunning } from "../../edges/process-info.ts";
+import type { ProcessApi } from "../../edges/host-process-api.ts";
 import type { AgentState } from "../../state/schemas.ts";
 
 /**
@@ -10,13 +9,13 @@ import type { AgentState } from "../../state/schemas.ts";
 export const RESUME_CLAIM_TTL_MS = 120_000;
 /** A claim dated further ahead than this was made before the clock went back. */
 const FUTURE_SKEW_MS = 2_000;
-const HOST = hostname();
 
 /** What a resume-agent call writes next to `resumedBy`: when, and which process claims it. */
 export function claimBy(
+  processes: ProcessApi,
   now: string,
 ): Pick<AgentState, "resumeClaimedAt" | "resumeClaimPid" | "resumeClaimHost"> {
-  return { resumeClaimedAt: now, resumeClaimPid: process.pid, resumeClaimHost: HOST };
+  return { resumeClaimedAt: now, resumeClaimPid: processes.self.pid, resumeClaimHost: processes.self.host };
 }
 
 /**
@@ -24,10 +23,10 @@ export function claimBy(
  * decides by being alive, whatever the clock says (a clock step must neither free a claim in use nor keep a dead one);
  * otherwise the claim's age does: stale past RESUME_CLAIM_TTL_MS, or dated in the future beyond a small skew.
  */
-export function claimHolds(agent: AgentState, now: number): boolean {
+export function claimHolds(processes: ProcessApi, agent: AgentState, now: number): boolean {
   if (!agent.resumedBy) return false;
   const pid = agent.resumeClaimPid;
-  if (pid !== undefined && agent.resumeClaimHost === HOST) return processRunning(pid);
+  if (pid !== undefined && agent.resumeClaimHost === processes.self.host) return processes.running(pid);
   const age = now - Date.parse(agent.resumeClaimedAt ?? agent.updatedAt);
   return age < RESUME_CLAIM_TTL_MS && age >= -FUTURE_SKEW_MS;
 }

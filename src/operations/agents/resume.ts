@@ -13,17 +13,12 @@ import {
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
 import { worktreeCwd } from "../worktrees/worktrees.ts";
-import { finishAgent, readAgentOrFail } from "./kill.ts";
+import { resolveCwd } from "./agent-input.ts";
+import { finishAgent, readAgentOrFail } from "./finish.ts";
+import { launchAgent, projectServerOrFail, type SpawnAgentOutput } from "./launch.ts";
+import { recordedModel } from "./model.ts";
 import { claimBy, claimHolds, withoutClaim } from "./resume-claim.ts";
-import {
-  launchAgent,
-  projectServerOrFail,
-  recordedModel,
-  resolveCwd,
-  type SpawnAgentOutput,
-  type SpawnProgress,
-  StepClock,
-} from "./spawn.ts";
+import { type SpawnProgress, StepClock } from "./step-clock.ts";
 
 export const RESUME_PROMPT_MAX = 20_000;
 
@@ -105,13 +100,18 @@ async function claimResume(
     if (current.resumedBy) {
       const successor = await ctx.store.readAgent(teamName, current.resumedBy);
       if (successor.kind === "ok") return alreadyResumed(current, successor.value);
-      if (successor.kind === "corrupt" || claimHolds(current, ctx.clock.now())) {
+      if (successor.kind === "corrupt" || claimHolds(ctx.edges.processes, current, ctx.clock.now())) {
         return `${who(current)} is being resumed right now as agent ${current.resumedBy} by another resume-agent call; wait for it, then check list-agents for that agent`;
       }
       ctx.log("warn", `resume of ${agentId} as ${current.resumedBy} never launched; claiming it again`);
     }
     const now = isoNow(ctx.clock);
-    await ctx.store.writeAgent({ ...current, resumedBy: successorId, ...claimBy(now), updatedAt: now });
+    await ctx.store.writeAgent({
+      ...current,
+      resumedBy: successorId,
+      ...claimBy(ctx.edges.processes, now),
+      updatedAt: now,
+    });
     return undefined;
   });
 }
@@ -151,7 +151,7 @@ export async function resumeAgent(
   callerSessionId: string,
   report: SpawnProgress = () => {},
 ): Promise<OpResult<ResumeAgentOutput>> {
-  const steps = new StepClock(report);
+  const steps = new StepClock(ctx.clock, report);
   assertTeamName(input.teamName);
   assertAgentId(input.agentId);
   const continuation = input.prompt?.trim() || undefined;

@@ -1,4 +1,5 @@
 import type { TeamsContext } from "../context.ts";
+import { errorText } from "../result.ts";
 import { claimHolds } from "./resume-claim.ts";
 
 /** The record a call just ended, and the session it ran in. */
@@ -15,10 +16,6 @@ export interface AbortHow {
   wasRunning: boolean;
 }
 
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 /** Who else holds the session now, if anyone: the leader, a resume launching a successor on it, a live record. */
 async function otherHolder(
   ctx: TeamsContext,
@@ -30,7 +27,7 @@ async function otherHolder(
   const read = await ctx.store.readAgent(ended.teamName, ended.agentId);
   if (read.kind === "ok") {
     const { resumedBy } = read.value;
-    if (resumedBy && resumedBy !== resumingAs && claimHolds(read.value, ctx.clock.now()))
+    if (resumedBy && resumedBy !== resumingAs && claimHolds(ctx.edges.processes, read.value, ctx.clock.now()))
       return `agent ${resumedBy}, which resume-agent is launching on it`;
   }
   const { items } = await ctx.store.listAgentViews(ended.teamName);
@@ -62,7 +59,7 @@ export function abortEndedSession(ctx: TeamsContext, ended: EndedSession, how: A
       await server.abortSession(ended.sessionId);
       return [];
     } catch (error) {
-      return [`Could not abort session ${ended.sessionId}: ${message(error)}`];
+      return [`Could not abort session ${ended.sessionId}: ${errorText(error)}`];
     }
   });
 }

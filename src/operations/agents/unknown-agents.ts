@@ -5,6 +5,7 @@ import type { AgentRole, AgentState, TeamConfig } from "../../state/schemas.ts";
 import type { UnreadableAgent } from "../../state/team-store.ts";
 import type { TeamsContext } from "../context.ts";
 import { agentEnded } from "../history/run-history.ts";
+import { errorText } from "../result.ts";
 import { recountActiveSessions } from "../server/server-sessions.ts";
 import { reassignTasksOf } from "../team/task.ts";
 import { closeAgentPane, teamSessionName, teamWindowName } from "./agent-pane.ts";
@@ -113,7 +114,7 @@ async function findMarkedPane(
       if (pane) return { pane, socket };
     } catch (error) {
       warnings.push(
-        `Could not look for its pane on tmux ${socket ? `socket '${socket}'` : "default server"}: ${error instanceof Error ? error.message : String(error)}`,
+        `Could not look for its pane on tmux ${socket ? `socket '${socket}'` : "default server"}: ${errorText(error)}`,
       );
     }
   }
@@ -220,9 +221,7 @@ export async function endUnknownAgent(
   );
   await releaseColor(ctx, agent.agentId);
   await recountActiveSessions(ctx).catch((error: unknown) => {
-    warnings.push(
-      `Could not update activeSessions: ${error instanceof Error ? error.message : String(error)}`,
-    );
+    warnings.push(`Could not update activeSessions: ${errorText(error)}`);
   });
   warnings.push(...(await agentEnded(ctx, ended, "interrupted", { reason })));
   return { ended: true, reassignedTasks: reassigned.get(agent.agentId) ?? [], warnings };

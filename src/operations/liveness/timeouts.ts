@@ -1,4 +1,4 @@
-import { finishAgent } from "../agents/kill.ts";
+import { finishAgent } from "../agents/finish.ts";
 import type { TeamsContext } from "../context.ts";
 import { notifyLeader } from "../messages/notify.ts";
 import { isRunning } from "./heartbeat.ts";

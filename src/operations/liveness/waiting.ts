@@ -1,6 +1,6 @@
 import { isoNow } from "../../clock.ts";
 import type { AgentState, TeamConfig, WaitingFor } from "../../state/schemas.ts";
-import { readAgentOrFail } from "../agents/kill.ts";
+import { readAgentOrFail } from "../agents/finish.ts";
 import type { TeamsContext } from "../context.ts";
 import { notifyLeader } from "../messages/notify.ts";
 import { CallerError, failureFromError, type OpResult } from "../result.ts";

@@ -2,7 +2,7 @@ import type { CommitLine } from "../../edges/git-api.ts";
 import { withFileLock } from "../../state/lock.ts";
 import { assertAgentId, assertTeamName } from "../../state/paths.ts";
 import type { AgentState, AgentWorktree } from "../../state/schemas.ts";
-import { readAgentOrFail } from "../agents/kill.ts";
+import { readAgentOrFail } from "../agents/finish.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader, requireMember } from "../team/identity.ts";
@@ -59,7 +59,7 @@ export async function worktreeContents(
   tip: string,
 ): Promise<Pick<AgentDiffOutput, "worktreeExists" | "ahead" | "commits" | "diffStat" | "uncommitted">> {
   const git = gitOf(ctx);
-  const worktreeExists = await exists(worktree.path);
+  const worktreeExists = await exists(ctx, worktree.path);
   const [commits, diffStat, uncommitted] = await Promise.all([
     git.commitsBetween(repo, worktree.base, tip),
     git.diffStat(repo, worktree.base, tip),

@@ -1,4 +1,3 @@
-import { lstat, stat } from "node:fs/promises";
 import path from "node:path";
 import type { GitApi } from "../../edges/git-api.ts";
 import type { AgentState, AgentWorktree, TeamConfig } from "../../state/schemas.ts";
@@ -87,8 +86,8 @@ export function worktreeDir(ctx: TeamsContext, teamName: string, agentName: stri
   return path.join(root, teamName, agentName);
 }
 
-export async function exists(file: string): Promise<boolean> {
-  return (await lstat(file).catch(() => undefined)) !== undefined;
+export async function exists(ctx: TeamsContext, file: string): Promise<boolean> {
+  return (await ctx.edges.files.kind(file, { follow: false })) !== undefined;
 }
 
 export interface MadeWorktree {
@@ -114,7 +113,7 @@ export async function createWorktree(
       `Branch '${branch}' already exists: pass another branch name as worktree, another agent name, or delete the branch (\`git branch -D ${branch}\`) if its work is not needed.`,
     );
   }
-  if (await exists(dir)) {
+  if (await exists(ctx, dir)) {
     throw new CallerError(
       `The worktree directory '${dir}' already exists: pick another agent name, or remove it (\`git worktree remove\`) if its work is not needed.`,
     );
@@ -126,7 +125,7 @@ export async function createWorktree(
     await git.deleteBranch(plan.repo, branch, plan.base);
   };
   const cwd = path.join(dir, plan.cwdInRepo);
-  if (!(await stat(cwd).catch(() => undefined))?.isDirectory()) {
+  if ((await ctx.edges.files.kind(cwd)) !== "directory") {
     await undo();
     throw new CallerError(
       `The working directory '${plan.cwdInRepo}' is not in the commit the worktree starts from (${plan.base.slice(0, 12)}): commit it first, or pass another cwd.`,
@@ -174,7 +173,7 @@ export function worktreeCwd(ctx: TeamsContext, worktree: AgentWorktree, cwd: str
  * (from the base when the branch went too, as an unchanged branch is deleted with its worktree).
  */
 export async function reenterWorktree(ctx: TeamsContext, worktree: AgentWorktree): Promise<void> {
-  if (await exists(worktree.path)) return;
+  if (await exists(ctx, worktree.path)) return;
   const git = gitOf(ctx);
   const repo = await leaderRepo(ctx);
   await git.pruneWorktrees(repo);
@@ -206,7 +205,7 @@ export async function removeIfUnchanged(
     const git = gitOf(ctx);
     const repo = await leaderRepo(ctx);
     const tip = await git.branchTip(repo, worktree.branch);
-    const present = await exists(worktree.path);
+    const present = await exists(ctx, worktree.path);
     if (present) {
       const changed = await git.changedFiles(worktree.path);
       if (changed.length > 0) {
@@ -258,7 +257,7 @@ async function worktreeWarnings(ctx: TeamsContext, agent: AgentState): Promise<s
   if (!agent.worktree || !ctx.edges.git) return [];
   const warnings: string[] = [];
   const { path: dir, branch } = agent.worktree;
-  if (!(await exists(dir))) warnings.push(`worktree directory ${dir} is gone`);
+  if (!(await exists(ctx, dir))) warnings.push(`worktree directory ${dir} is gone`);
   try {
     const repo = await leaderRepo(ctx);
     if (!(await ctx.edges.git.branchTip(repo, branch))) warnings.push(`worktree branch ${branch} is gone`);
