@@ -1,5 +1,5 @@
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
-import type { AgentState, AgentStatus, HeartbeatSource } from "../../state/schemas.ts";
+import type { AgentState, AgentStatus, HeartbeatRecord, HeartbeatSource } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { SessionIndex, type SessionOwner } from "../team/identity.ts";
 import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
@@ -187,6 +187,12 @@ interface ApplyOutcome {
   death?: Omit<InactiveAgent, "tasks">;
   /** A request seen for the first time: the leader is to hear of it. */
   asked?: { agent: AgentState; request: WaitingRequest };
+}
+
+/** The agent as an applied signal left it (tracked whether or not it was written), and what follows from it. */
+interface Applied {
+  next: AgentState;
+  outcome?: ApplyOutcome;
 }
 
 interface Tracked {
@@ -470,86 +476,100 @@ export class EventMonitor {
       }
       const agent = read.value;
       const now = this.ctx.clock.now();
-      const nowIso = new Date(now).toISOString();
-      const track = (state: AgentState) =>
-        this.tracked.set(key, {
-          status: state.status,
-          misses: state.consecutiveMisses,
-          lastWriteAt: now,
-        });
       // Events never revive an agent that was declared dead or terminated.
       if (!isRunning(agent.status)) {
-        track(agent);
+        this.track(key, agent, now);
         return undefined;
       }
       this.stats.writes++;
-
-      if (signal.kind === "deleted") {
-        // The leader is the user's own session, and a kill in progress deletes the session itself.
-        if (agent.role === "leader" || agent.status === "shutting_down") {
-          track(agent);
-          return undefined;
-        }
-        const reason = `its OpenCode session ${agent.sessionId} was deleted`;
-        const next = markedInactive(agent, reason, nowIso);
-        await store.writeAgent(next);
-        track(next);
-        return { death: { agent: next, cause: "session_deleted", reason } };
-      }
-
-      let next: AgentState = agent;
-      const resync = (signal.kind === "busy" || signal.kind === "idle") && signal.resync === true;
-      // A status re-read is no event: an idle session says nothing of life, a busy one is vouched for by the server.
-      const heartbeats = !(resync && signal.kind === "idle");
-      const isEvent = heartbeats && !resync;
-      const source: HeartbeatSource = "source" in signal ? signal.source : "sdk_session_updated";
-      if (heartbeats) {
-        await store.writeHeartbeat(
-          teamName,
-          agentId,
-          nextHeartbeat(slot.record, nowIso, source, { event: isEvent }),
-        );
-      }
-      const desired = this.desiredStatus(signal, agent.status);
-      if (desired && desired !== agent.status) next = { ...next, status: desired };
-      if (heartbeats && agent.consecutiveMisses > 0)
-        next = { ...next, consecutiveMisses: 0, lastMissAt: undefined };
-      const waitingFor = this.nextWaiting(agent, signal, nowIso);
-      if (waitingFor !== undefined) next = { ...next, waitingFor };
-      const announce =
-        signal.kind === "waiting" && waitingFor && agent.announcedRequestId !== signal.request.requestId;
-      if (announce) next = { ...next, announcedRequestId: signal.request.requestId };
-      if (signal.kind === "error") {
-        const description = describeError(signal.name, signal.message);
-        const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
-        // The same error can arrive twice (plugin loaded twice, or hook and stream in two processes).
-        const duplicate =
-          agent.lastError === description &&
-          agent.lastErrorAt !== undefined &&
-          now - Date.parse(agent.lastErrorAt) < window;
-        if (!duplicate) {
-          next = {
-            ...next,
-            lastError: description,
-            lastErrorAt: nowIso,
-            sessionRotationCount:
-              next.sessionRotationCount + (isContextOverflow(signal.name, signal.message) ? 1 : 0),
-          };
-        }
-      }
-      if (next !== agent) {
-        next = {
-          ...next,
-          ...(heartbeats ? { heartbeatTs: nowIso, heartbeatSource: source } : {}),
-          ...(isEvent ? { lastEventAt: nowIso } : {}),
-          updatedAt: nowIso,
-        };
-        await store.writeAgent(next);
-      }
-      track(next);
-      if (announce) return { asked: { agent: next, request: signal.request } };
-      return undefined;
+      const applied =
+        signal.kind === "deleted"
+          ? await this.applyDeleted(agent, now)
+          : await this.applySignal({ teamName, agentId, agent, slot: slot.record }, signal, now);
+      this.track(key, applied.next, now);
+      return applied.outcome;
     });
+  }
+
+  private track(key: string, state: AgentState, now: number): void {
+    this.tracked.set(key, { status: state.status, misses: state.consecutiveMisses, lastWriteAt: now });
+  }
+
+  /** A deleted session is a death, except the leader's (the user's own session) and one a kill in progress deleted. */
+  private async applyDeleted(agent: AgentState, now: number): Promise<Applied> {
+    if (agent.role === "leader" || agent.status === "shutting_down") return { next: agent };
+    const reason = `its OpenCode session ${agent.sessionId} was deleted`;
+    const next = markedInactive(agent, reason, new Date(now).toISOString());
+    await this.ctx.store.writeAgent(next);
+    return { next, outcome: { death: { agent: next, cause: "session_deleted", reason } } };
+  }
+
+  /** Heartbeat, status, misses, waiting request and last error as the signal says; the agent file only if changed. */
+  private async applySignal(
+    {
+      teamName,
+      agentId,
+      agent,
+      slot,
+    }: { teamName: string; agentId: string; agent: AgentState; slot?: HeartbeatRecord },
+    signal: Exclude<Signal, { kind: "deleted" }>,
+    now: number,
+  ): Promise<Applied> {
+    const { store } = this.ctx;
+    const nowIso = new Date(now).toISOString();
+    const resync = (signal.kind === "busy" || signal.kind === "idle") && signal.resync === true;
+    // A status re-read is no event: an idle session says nothing of life, a busy one is vouched for by the server.
+    const heartbeats = !(resync && signal.kind === "idle");
+    const isEvent = heartbeats && !resync;
+    const source: HeartbeatSource = "source" in signal ? signal.source : "sdk_session_updated";
+    if (heartbeats) {
+      await store.writeHeartbeat(teamName, agentId, nextHeartbeat(slot, nowIso, source, { event: isEvent }));
+    }
+    let next: AgentState = agent;
+    const desired = this.desiredStatus(signal, agent.status);
+    if (desired && desired !== agent.status) next = { ...next, status: desired };
+    if (heartbeats && agent.consecutiveMisses > 0)
+      next = { ...next, consecutiveMisses: 0, lastMissAt: undefined };
+    const waitingFor = this.nextWaiting(agent, signal, nowIso);
+    if (waitingFor !== undefined) next = { ...next, waitingFor };
+    const announce =
+      signal.kind === "waiting" && waitingFor && agent.announcedRequestId !== signal.request.requestId;
+    if (announce) next = { ...next, announcedRequestId: signal.request.requestId };
+    if (signal.kind === "error") next = this.withError(agent, next, signal, now);
+    if (next !== agent) {
+      next = {
+        ...next,
+        ...(heartbeats ? { heartbeatTs: nowIso, heartbeatSource: source } : {}),
+        ...(isEvent ? { lastEventAt: nowIso } : {}),
+        updatedAt: nowIso,
+      };
+      await store.writeAgent(next);
+    }
+    return announce ? { next, outcome: { asked: { agent: next, request: signal.request } } } : { next };
+  }
+
+  /** `next` with the error recorded, unless `agent` has the same error from within the duplicate window. */
+  private withError(
+    agent: AgentState,
+    next: AgentState,
+    signal: Extract<Signal, { kind: "error" }>,
+    now: number,
+  ): AgentState {
+    const description = describeError(signal.name, signal.message);
+    const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
+    // The same error can arrive twice (plugin loaded twice, or hook and stream in two processes).
+    const duplicate =
+      agent.lastError === description &&
+      agent.lastErrorAt !== undefined &&
+      now - Date.parse(agent.lastErrorAt) < window;
+    if (duplicate) return next;
+    return {
+      ...next,
+      lastError: description,
+      lastErrorAt: new Date(now).toISOString(),
+      sessionRotationCount:
+        next.sessionRotationCount + (isContextOverflow(signal.name, signal.message) ? 1 : 0),
+    };
   }
 
   private async handOver(teamName: string, death: Omit<InactiveAgent, "tasks">): Promise<void> {

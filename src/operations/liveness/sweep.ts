@@ -152,6 +152,41 @@ function lastSignOfLife(view: Pick<AgentView, "state" | "heartbeat">): number {
   );
 }
 
+/** Count the outcomes into the report; the deaths and the reminders are acted on after the batch is written. */
+function tallyOutcomes(
+  outcomes: readonly SweepOutcome[],
+  report: SweepReport,
+): { deaths: Omit<InactiveAgent, "tasks">[]; reminders: AgentState[] } {
+  const deaths: Omit<InactiveAgent, "tasks">[] = [];
+  const reminders: AgentState[] = [];
+  for (const outcome of outcomes) {
+    switch (outcome.kind) {
+      case "inactive":
+        deaths.push(outcome.death);
+        break;
+      case "miss":
+        report.misses++;
+        break;
+      case "refreshed":
+        report.refreshed++;
+        break;
+      case "reset":
+        report.reset++;
+        break;
+      case "waiting":
+        report.waiting++;
+        break;
+      case "remind":
+        report.waiting++;
+        reminders.push(outcome.agent);
+        break;
+      default:
+        break;
+    }
+  }
+  return { deaths, reminders };
+}
+
 /**
  * The stale sweep (specs/heartbeat.md). Any number of processes may run it: every decision is re-checked under the agent's
  * lock, and a miss is counted at most once per sweep interval whichever process counts it (`lastMissAt`).
@@ -267,21 +302,59 @@ export class StaleSweeper {
     livePanes: (socket: string | undefined) => Promise<LivePanes | undefined>,
   ): Promise<void> {
     const { ctx } = this;
-    const read = await ctx.store.readTeam(teamName);
-    if (read.kind !== "ok") {
-      // Nothing to do for its agents until the team can be read; the pane watch need not ask again every tick.
-      for (const agentId of await ctx.store.listAgentIds(teamName)) this.seen.add(`${teamName}/${agentId}`);
-      return;
-    }
-    const team = read.value;
+    const team = await this.readSweptTeam(teamName);
+    if (!team) return;
     report.teams++;
     const now = ctx.clock.now();
-    const threshold = ctx.options.staleThresholdMs;
     const ids = await ctx.store.listAgentIds(teamName);
     // Every listed agent is looked at by this sweep (read, or skipped as known), damaged files included.
     for (const agentId of ids) this.seen.add(`${teamName}/${agentId}`);
     const paneGone = await this.panesGone(teamName, ids, livePanes);
     for (const agentId of paneGone) this.skipUntil.delete(`${teamName}/${agentId}`);
+    const { stale, toReset, overdueKills } = await this.sortAgents(
+      team,
+      this.dueAgents(teamName, ids, now, report),
+      {
+        paneGone,
+        now,
+        report,
+      },
+    );
+    report.stale += stale.length;
+
+    let facts: ServerFacts = { server: undefined, statuses: {}, unanswered: new Map() };
+    if (stale.length > 0) facts = await serverFacts(new Set(stale.map((view) => view.state.cwd)));
+    const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => this.verdict(view, facts, now));
+    const work = new Map<string, Verdict | undefined>([
+      ...stale.map((view, index): [string, Verdict | undefined] => [view.state.agentId, verdicts[index]]),
+      ...toReset.map((view): [string, undefined] => [view.state.agentId, undefined]),
+    ]);
+    const outcomes = await ctx.store.updateAgents(team.name, [...work.keys()], (agentId, current) =>
+      this.decide(team, agentId, current, work.get(agentId), now, facts),
+    );
+    const { deaths, reminders } = tallyOutcomes(outcomes, report);
+    await this.handOverDeaths(team, deaths, facts, report);
+    for (const agent of reminders) {
+      if (!agent.waitingFor) continue;
+      await tellLeaderWaiting(ctx, team.name, agent, reminderNotice(agent, agent.waitingFor, now));
+      report.reminded++;
+    }
+    if (overdueKills.length > 0) report.killsFinished += await this.finishOverdueKills(team, overdueKills);
+    report.delivered += await deliverPending(ctx, team, this.settledNotices);
+  }
+
+  /** The team, or undefined (its agents marked seen) while it cannot be read. */
+  private async readSweptTeam(teamName: string): Promise<TeamConfig | undefined> {
+    const read = await this.ctx.store.readTeam(teamName);
+    if (read.kind === "ok") return read.value;
+    // Nothing to do for its agents until the team can be read; the pane watch need not ask again every tick.
+    for (const agentId of await this.ctx.store.listAgentIds(teamName))
+      this.seen.add(`${teamName}/${agentId}`);
+    return undefined;
+  }
+
+  /** Agents that must be read this sweep: the ones not known to be fresh (or final) until now. */
+  private dueAgents(teamName: string, ids: readonly string[], now: number, report: SweepReport): string[] {
     const due: string[] = [];
     for (const agentId of ids) {
       const until = this.skipUntil.get(`${teamName}/${agentId}`);
@@ -289,25 +362,37 @@ export class StaleSweeper {
       else if (until !== Number.POSITIVE_INFINITY) report.checked++;
     }
     report.read += due.length;
-    const reads = await ctx.store.readAgentViews(teamName, due);
-    const stale: AgentView[] = [];
-    const toReset: AgentView[] = [];
-    const overdueKills: AgentState[] = [];
+    return due;
+  }
+
+  /**
+   * Read the due agents and sort them: stale ones (to be judged), fresh ones with misses to reset, and graceful kills
+   * past their deadline. Records their panes and until when each need not be read again.
+   */
+  private async sortAgents(
+    team: TeamConfig,
+    due: readonly string[],
+    { paneGone, now, report }: { paneGone: ReadonlySet<string>; now: number; report: SweepReport },
+  ): Promise<{ stale: AgentView[]; toReset: AgentView[]; overdueKills: AgentState[] }> {
+    const { ctx } = this;
+    const threshold = ctx.options.staleThresholdMs;
+    const reads = await ctx.store.readAgentViews(team.name, due);
+    const sorted = { stale: [] as AgentView[], toReset: [] as AgentView[], overdueKills: [] as AgentState[] };
     for (const [index, result] of reads.entries()) {
       if (result.kind === "corrupt") {
-        ctx.log("warn", `stale sweep skipped agent ${due[index]} of team ${teamName}`, {
+        ctx.log("warn", `stale sweep skipped agent ${due[index]} of team ${team.name}`, {
           warning: result.warning,
         });
       }
       if (result.kind !== "ok") continue;
       const view = result.value;
-      const key = `${teamName}/${view.state.agentId}`;
+      const key = `${team.name}/${view.state.agentId}`;
       this.awaitingPane.delete(key);
       if (!isSweptMember(team, view.state)) {
         this.panes.delete(key);
         // Final states and the leader never need another look; shutting_down may still go either way.
         if (view.state.status !== "shutting_down") this.skipUntil.set(key, Number.POSITIVE_INFINITY);
-        else if (killOverdue(view.state, now, ctx.options)) overdueKills.push(view.state);
+        else if (killOverdue(view.state, now, ctx.options)) sorted.overdueKills.push(view.state);
         continue;
       }
       report.checked++;
@@ -318,75 +403,34 @@ export class StaleSweeper {
         this.awaitingPane.add(key);
       const freshUntil = Date.parse(view.heartbeatTs) + threshold;
       // A gone pane goes to the verdict, which confirms it and declares the agent dead whatever its heartbeat says.
-      if (now > freshUntil || paneGone.has(view.state.agentId)) stale.push(view);
-      else if (view.state.consecutiveMisses > 0) toReset.push(view);
+      if (now > freshUntil || paneGone.has(view.state.agentId)) sorted.stale.push(view);
+      else if (view.state.consecutiveMisses > 0) sorted.toReset.push(view);
       // Heartbeats only ever make an agent fresher: until then it cannot be stale, so it need not be read. Except an
       // agent whose pane is still being opened (spawn records it after the prompt): read it until its pane is known.
       else if (view.state.headless || view.state.paneId) this.skipUntil.set(key, freshUntil);
     }
-    report.stale += stale.length;
+    return sorted;
+  }
 
-    let facts: ServerFacts = { server: undefined, statuses: {}, unanswered: new Map() };
-    if (stale.length > 0) facts = await serverFacts(new Set(stale.map((view) => view.state.cwd)));
-    const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => this.verdict(view, facts, now));
-
-    const deaths: Omit<InactiveAgent, "tasks">[] = [];
-    const reminders: AgentState[] = [];
-    const abortable: AgentState[] = [];
-    const work: { view: AgentView; verdict: Verdict | undefined }[] = [
-      ...stale.map((view, index) => ({ view, verdict: verdicts[index] })),
-      ...toReset.map((view) => ({ view, verdict: undefined })),
-    ];
-    const verdictOf = new Map(work.map(({ view, verdict }) => [view.state.agentId, verdict]));
-    const outcomes = await ctx.store.updateAgents(team.name, [...verdictOf.keys()], (agentId, current) =>
-      this.decide(team, agentId, current, verdictOf.get(agentId), now, facts),
-    );
-    for (const outcome of outcomes) {
-      switch (outcome.kind) {
-        case "inactive":
-          deaths.push(outcome.death);
-          if (facts.statuses[outcome.death.agent.sessionId] !== undefined)
-            abortable.push(outcome.death.agent);
-          break;
-        case "miss":
-          report.misses++;
-          break;
-        case "refreshed":
-          report.refreshed++;
-          break;
-        case "reset":
-          report.reset++;
-          break;
-        case "waiting":
-          report.waiting++;
-          break;
-        case "remind":
-          report.waiting++;
-          reminders.push(outcome.agent);
-          break;
-        default:
-          break;
-      }
-    }
-
-    if (deaths.length > 0) {
-      report.inactive.push(...(await handOverInactive(ctx, team, deaths)));
-      // A session the server still runs would keep working on tasks that were just handed to someone else. Aborted
-      // under the agent's lock, like every abort of an ended record: a resume may have handed the session on already.
-      await mapLimit(abortable, CHECK_CONCURRENCY, async (agent) => {
-        const skipped = await abortEndedSession(ctx, agent, { wasRunning: true }).catch((error: unknown) => [
-          error instanceof Error ? error.message : String(error),
-        ]);
-        for (const warning of skipped) ctx.log("info", `stale sweep: ${warning}`, { team: team.name });
-      });
-    }
-    for (const agent of reminders) {
-      if (!agent.waitingFor) continue;
-      await tellLeaderWaiting(ctx, team.name, agent, reminderNotice(agent, agent.waitingFor, now));
-      report.reminded++;
-    }
-    if (overdueKills.length > 0) report.killsFinished += await this.finishOverdueKills(team, overdueKills);
-    report.delivered += await deliverPending(ctx, team, this.settledNotices);
+  /** Hand the dead agents' tasks back and tell the leader; abort the sessions the server still runs. */
+  private async handOverDeaths(
+    team: TeamConfig,
+    deaths: readonly Omit<InactiveAgent, "tasks">[],
+    facts: ServerFacts,
+    report: SweepReport,
+  ): Promise<void> {
+    if (deaths.length === 0) return;
+    const { ctx } = this;
+    report.inactive.push(...(await handOverInactive(ctx, team, deaths)));
+    // A session the server still runs would keep working on tasks that were just handed to someone else. Aborted
+    // under the agent's lock, like every abort of an ended record: a resume may have handed the session on already.
+    const abortable = deaths.filter(({ agent }) => facts.statuses[agent.sessionId] !== undefined);
+    await mapLimit(abortable, CHECK_CONCURRENCY, async ({ agent }) => {
+      const skipped = await abortEndedSession(ctx, agent, { wasRunning: true }).catch((error: unknown) => [
+        error instanceof Error ? error.message : String(error),
+      ]);
+      for (const warning of skipped) ctx.log("info", `stale sweep: ${warning}`, { team: team.name });
+    });
   }
 
   /**
