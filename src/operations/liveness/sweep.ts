@@ -1,15 +1,15 @@
-import type { OpencodeApi, SessionActivity, SessionStatuses } from "../../edges/opencode-api.ts";
 import { type LivePanes, ownsLivePane, type PaneRef } from "../../edges/tmux-api.ts";
 import { mapLimit } from "../../map-limit.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
-import { type AgentView, type BatchChange, effectiveHeartbeatTs } from "../../state/team-store.ts";
+import type { AgentView } from "../../state/team-store.ts";
 import { agentPaneRef } from "../agents/agent-pane.ts";
 import { finishOverdueKill, killOverdue } from "../agents/kill.ts";
 import { abortEndedSession } from "../agents/session-abort.ts";
 import type { TeamsContext } from "../context.ts";
 import { deliverPending, notifyLeader } from "../messages/notify.ts";
-import { isLive, nextHeartbeat } from "./heartbeat.ts";
-import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactive } from "./inactive.ts";
+import { handOverInactive, type InactiveAgent } from "./inactive.ts";
+import { type ServerFacts, ServerFactsReader } from "./server-facts.ts";
+import { decide, isSweptMember, judgeStale, type SweepOutcome, type Verdict } from "./sweep-decision.ts";
 import { reminderNotice, tellLeaderWaiting } from "./waiting.ts";
 
 /** What one sweep did; returned for tests and logged when anything happened. */
@@ -41,116 +41,7 @@ export interface SweepReport {
   durationMs: number;
 }
 
-type SweepOutcome =
-  | { kind: "none" | "miss" | "refreshed" | "reset" | "waiting" }
-  | { kind: "remind"; agent: AgentState }
-  | { kind: "inactive"; death: Omit<InactiveAgent, "tasks"> };
-
-type Verdict =
-  | { kind: "dead"; cause: InactiveCause; reason: string }
-  | { kind: "busy" }
-  /** Blocked on a permission or a question: no miss, no busy cap (see specs/heartbeat.md). */
-  | { kind: "waiting" }
-  | { kind: "miss"; cause: "stale" | "busy_cap"; busyForS?: number };
-
-interface ServerFacts {
-  server: OpencodeApi | undefined;
-  /** Non-idle sessions of the directories that answered. */
-  statuses: Record<string, SessionActivity>;
-  /** Directories whose statuses could not be read, and why: their agents' sessions are unknown, not idle. */
-  unanswered: Map<string, string>;
-}
-
-/** One directory's answer: its non-idle sessions, or why it could not be asked. */
-type DirectoryAnswer = { statuses: Record<string, SessionActivity> } | { error: string };
-
 const CHECK_CONCURRENCY = 16;
-
-function seconds(ms: number): number {
-  return Math.round(ms / 1000);
-}
-
-/**
- * What the project server says, read at most once per sweep and directory, and only for directories that have stale
- * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`). A
- * directory that cannot be asked (deleted, timed out) leaves only its own agents without the busy check.
- */
-class ServerFactsReader {
-  private server: Promise<OpencodeApi | undefined> | undefined;
-  private readonly asked = new Map<string, Promise<DirectoryAnswer>>();
-
-  constructor(private readonly ctx: TeamsContext) {}
-
-  async read(directories: ReadonlySet<string>): Promise<ServerFacts> {
-    this.server ??= this.ctx.edges.projectServer().catch(() => undefined);
-    const server = await this.server;
-    if (!server) return { server, statuses: {}, unanswered: new Map() };
-    const missing = [...directories].filter((directory) => !this.asked.has(directory));
-    if (missing.length > 0) {
-      const answers = server.sessionStatuses(missing).catch((error: unknown): SessionStatuses => {
-        const why = error instanceof Error ? error.message : String(error);
-        return { statuses: {}, failed: Object.fromEntries(missing.map((directory) => [directory, why])) };
-      });
-      for (const directory of missing) {
-        this.asked.set(
-          directory,
-          answers.then((answer) => this.answerFor(directory, answer)),
-        );
-      }
-    }
-    const facts: ServerFacts = { server, statuses: {}, unanswered: new Map() };
-    for (const directory of directories) {
-      const answer = await this.asked.get(directory);
-      if (!answer) continue;
-      if ("error" in answer) facts.unanswered.set(directory, answer.error);
-      else Object.assign(facts.statuses, answer.statuses);
-    }
-    return facts;
-  }
-
-  private answerFor(directory: string, { statuses, failed }: SessionStatuses): DirectoryAnswer {
-    const error = failed[directory];
-    if (error === undefined) return { statuses };
-    this.ctx.log("warn", "stale sweep: the project's OpenCode server did not answer for a directory", {
-      directory,
-      error,
-    });
-    return { error };
-  }
-
-  /** undefined: nothing needed asking the server this sweep; false: it did not answer for some directory. */
-  async reachable(): Promise<boolean | undefined> {
-    if (!this.server) return undefined;
-    if (!(await this.server)) return false;
-    if (this.asked.size === 0) return undefined;
-    const answers = await Promise.all(this.asked.values());
-    return answers.every((answer) => !("error" in answer));
-  }
-}
-
-/** Whether the server's status map speaks for this agent: it was running and answered for the agent's directory. */
-function statusKnown(facts: ServerFacts, agent: AgentState): boolean {
-  return facts.server !== undefined && !facts.unanswered.has(agent.cwd);
-}
-
-/** The leader is the user's own session: never swept, whatever its files say. */
-function isSweptMember(team: TeamConfig, agent: AgentState): boolean {
-  return (
-    agent.role !== "leader" &&
-    agent.agentId !== team.leader &&
-    agent.sessionId !== team.leaderSessionId &&
-    isLive(agent.status)
-  );
-}
-
-/** Last time the agent itself (not the sweep vouching for a busy session) showed life. */
-function lastSignOfLife(view: Pick<AgentView, "state" | "heartbeat">): number {
-  return Math.max(
-    Date.parse(view.state.heartbeatTs),
-    view.state.lastEventAt ? Date.parse(view.state.lastEventAt) : 0,
-    view.heartbeat?.lastEventAt ? Date.parse(view.heartbeat.lastEventAt) : 0,
-  );
-}
 
 /** Count the outcomes into the report; the deaths and the reminders are acted on after the batch is written. */
 function tallyOutcomes(
@@ -324,13 +215,13 @@ export class StaleSweeper {
 
     let facts: ServerFacts = { server: undefined, statuses: {}, unanswered: new Map() };
     if (stale.length > 0) facts = await serverFacts(new Set(stale.map((view) => view.state.cwd)));
-    const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => this.verdict(view, facts, now));
+    const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => judgeStale(ctx, view, facts, now));
     const work = new Map<string, Verdict | undefined>([
       ...stale.map((view, index): [string, Verdict | undefined] => [view.state.agentId, verdicts[index]]),
       ...toReset.map((view): [string, undefined] => [view.state.agentId, undefined]),
     ]);
     const outcomes = await ctx.store.updateAgents(team.name, [...work.keys()], (agentId, current) =>
-      this.decide(team, agentId, current, work.get(agentId), now, facts),
+      decide(ctx, { team, agentId, agent: current, verdict: work.get(agentId), now, facts }),
     );
     const { deaths, reminders } = tallyOutcomes(outcomes, report);
     await this.handOverDeaths(team, deaths, facts, report);
@@ -474,138 +365,5 @@ export class StaleSweeper {
       if (live && !ownsLivePane(live, pane)) gone.add(agentId);
     }
     return gone;
-  }
-
-  /** Check the facts before calling a stale agent missing: its session, its pane, whether the server says it works. */
-  private async verdict(view: AgentView, facts: ServerFacts, now: number): Promise<Verdict> {
-    const { state } = view;
-    const known = statusKnown(facts, state);
-    const activity = known ? facts.statuses[state.sessionId] : undefined;
-    if (known && facts.server && activity === undefined) {
-      // Idle sessions are left out of the status map, so only an explicit lookup tells idle from deleted.
-      const exists = await facts.server.sessionExists(state.sessionId).catch(() => undefined);
-      if (exists === false) {
-        return {
-          kind: "dead",
-          cause: "session_gone",
-          reason: `its OpenCode session ${state.sessionId} no longer exists`,
-        };
-      }
-    }
-    const paneRef = agentPaneRef(state);
-    if (paneRef) {
-      const pane = await this.ctx.edges.tmux.paneState(paneRef).catch(() => "unknown" as const);
-      if (pane === "gone")
-        return { kind: "dead", cause: "pane_gone", reason: `its tmux pane ${state.paneId} is gone` };
-    }
-    if (state.waitingFor) return { kind: "waiting" };
-    if (activity === "busy" || activity === "retry") {
-      const quietMs = now - lastSignOfLife(view);
-      if (quietMs <= this.ctx.options.busyCapMs) return { kind: "busy" };
-      return { kind: "miss", cause: "busy_cap", busyForS: seconds(quietMs) };
-    }
-    return { kind: "miss", cause: "stale" };
-  }
-
-  /** A waiting agent is neither counted missing nor capped; the leader is reminded once when it waits too long. */
-  private decideWaiting(
-    agent: AgentState,
-    withMissesReset: AgentState,
-    now: number,
-  ): BatchChange<SweepOutcome> {
-    const waiting = agent.waitingFor;
-    // Answered between the verdict and the lock: the next sweep judges it afresh.
-    if (!waiting) return { result: { kind: "none" } };
-    const base = agent.consecutiveMisses > 0 ? withMissesReset : agent;
-    if (waiting.remindedAt || now - Date.parse(waiting.since) < this.ctx.options.waitingRemindMs) {
-      return { ...(base !== agent ? { next: base } : {}), result: { kind: "waiting" } };
-    }
-    const nowIso = new Date(now).toISOString();
-    const next: AgentState = { ...base, waitingFor: { ...waiting, remindedAt: nowIso }, updatedAt: nowIso };
-    return { next, result: { kind: "remind", agent: next } };
-  }
-
-  /**
-   * Re-check with the agent's lock held (a heartbeat or another sweeper may have come first) and say what to write.
-   * The agent's new state goes into the batch; the heartbeat slot of a busy agent is written here, in place.
-   */
-  private async decide(
-    team: TeamConfig,
-    agentId: string,
-    agent: AgentState | undefined,
-    verdict: Verdict | undefined,
-    now: number,
-    facts: ServerFacts,
-  ): Promise<BatchChange<SweepOutcome>> {
-    const { ctx } = this;
-    const { store } = ctx;
-    const { staleThresholdMs, sweepIntervalMs, graceMisses } = ctx.options;
-    if (!agent || !isSweptMember(team, agent)) return { result: { kind: "none" } };
-    const slot = await store.readHeartbeat(team.name, agentId);
-    const nowIso = new Date(now).toISOString();
-    const heartbeatTs = effectiveHeartbeatTs(agent, slot.record);
-    const fresh = now - Date.parse(heartbeatTs) <= staleThresholdMs;
-    const withMissesReset: AgentState = {
-      ...agent,
-      consecutiveMisses: 0,
-      lastMissAt: undefined,
-      updatedAt: nowIso,
-    };
-
-    // Dead is a fact (pane or session gone), not a matter of heartbeat age: a session still running on the server
-    // can keep heartbeating after the user closed its pane.
-    if (verdict?.kind === "dead") {
-      const next = markedInactive(agent, verdict.reason, nowIso);
-      return {
-        next,
-        result: { kind: "inactive", death: { agent: next, cause: verdict.cause, reason: verdict.reason } },
-      };
-    }
-    if (verdict?.kind === "waiting") return this.decideWaiting(agent, withMissesReset, now);
-    if (fresh || verdict === undefined) {
-      if (!fresh || agent.consecutiveMisses === 0) return { result: { kind: "none" } };
-      return { next: withMissesReset, result: { kind: "reset" } };
-    }
-    if (verdict.kind === "busy") {
-      await store.writeHeartbeat(
-        team.name,
-        agentId,
-        nextHeartbeat(slot.record, nowIso, "sweep_busy_check", { event: false }),
-      );
-      return {
-        ...(agent.consecutiveMisses > 0 ? { next: withMissesReset } : {}),
-        result: { kind: "refreshed" },
-      };
-    }
-    // Another sweeper counted this interval's miss already. The 10% slack absorbs timer jitter.
-    if (agent.lastMissAt && now - Date.parse(agent.lastMissAt) < sweepIntervalMs * 0.9)
-      return { result: { kind: "none" } };
-    // Misses are consecutive only when no heartbeat came in since the last one was counted.
-    const consecutive =
-      agent.lastMissAt && Date.parse(heartbeatTs) <= Date.parse(agent.lastMissAt)
-        ? agent.consecutiveMisses + 1
-        : 1;
-    if (consecutive < graceMisses) {
-      return {
-        next: { ...agent, consecutiveMisses: consecutive, lastMissAt: nowIso, updatedAt: nowIso },
-        result: { kind: "miss" },
-      };
-    }
-    const quiet = seconds(now - Date.parse(heartbeatTs));
-    let reason =
-      verdict.cause === "busy_cap"
-        ? `its session has reported busy with no activity for ${verdict.busyForS ?? quiet} s (cap ${seconds(ctx.options.busyCapMs)} s)`
-        : `no heartbeat for ${quiet} s (${consecutive} missed sweeps)`;
-    if (verdict.cause === "stale" && !statusKnown(facts, agent)) {
-      reason += facts.server
-        ? `; the project's OpenCode server did not answer for its directory ${agent.cwd}`
-        : "; the project's OpenCode server is not running";
-    }
-    const next = markedInactive(
-      { ...agent, consecutiveMisses: consecutive, lastMissAt: nowIso },
-      reason,
-      nowIso,
-    );
-    return { next, result: { kind: "inactive", death: { agent: next, cause: verdict.cause, reason } } };
   }
 }
