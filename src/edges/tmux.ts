@@ -123,6 +123,75 @@ function ownershipCondition(ref: PaneRef): string | undefined {
   return checks.reduce((all, check) => `#{&&:${all},${check}}`);
 }
 
+/**
+ * How a pane is created: a detached session of its own (`windowId` null: no such session), a window in the user's
+ * session (undefined: the session has no team window), or a split of the team's window.
+ */
+function createArgs(spec: PaneSpec, windowId: string | null | undefined): string[] {
+  if (windowId === null) {
+    return [
+      "new-session",
+      "-d",
+      "-s",
+      escapeFormat(spec.session),
+      "-n",
+      escapeFormat(spec.window),
+      "-x",
+      String(DETACHED_WIDTH),
+      "-y",
+      String(DETACHED_HEIGHT),
+    ];
+  }
+  if (windowId === undefined)
+    return ["new-window", "-d", "-t", `=${spec.session}:`, "-n", escapeFormat(spec.window)];
+  return ["split-window", "-d", "-t", windowId];
+}
+
+/** The new pane as tmux's `-P` line reports it; anything else is an error rather than a pane we cannot vouch for. */
+function parseCreatedPane(created: string): {
+  paneId: string;
+  panePid: number;
+  windowId: string;
+  server: string;
+} {
+  const [paneId, pidText, windowId, server] = created.trim().split("\t");
+  const panePid = Number(pidText);
+  if (
+    !paneId ||
+    !/^%\d+$/.test(paneId) ||
+    !windowId?.startsWith("@") ||
+    !Number.isInteger(panePid) ||
+    panePid <= 0 ||
+    !server ||
+    !/^\d+:\d+$/.test(server)
+  )
+    throw new TmuxError(`tmux did not report the new pane: ${JSON.stringify(created.trim())}`);
+  return { paneId, panePid, windowId, server };
+}
+
+/** The new pane's title and options, and the window's layout (and borders, when the window is ours). */
+function paneSetup(spec: PaneSpec, paneId: string, windowId: string, newWindow: boolean): string[][] {
+  return [
+    ["select-pane", "-t", paneId, "-T", escapeFormat(spec.title)],
+    ...Object.entries(spec.options ?? {}).map(([name, value]) => [
+      "set-option",
+      "-p",
+      "-t",
+      paneId,
+      `@${name}`,
+      value,
+    ]),
+    // Only our own team window gets borders with agent names; the user's other windows stay as they were.
+    ...(newWindow
+      ? [
+          ["set-option", "-w", "-t", windowId, "pane-border-status", "top"],
+          ["set-option", "-w", "-t", windowId, "pane-border-format", BORDER_FORMAT],
+        ]
+      : []),
+    ["select-layout", "-t", windowId, spec.layout ?? "tiled"],
+  ];
+}
+
 export class TmuxCli implements TmuxApi {
   /** Window creation per (socket, session, window) is serialised so concurrent spawns make one window, not five. */
   private readonly queues = new Map<string, Promise<unknown>>();
@@ -259,77 +328,11 @@ export class TmuxCli implements TmuxApi {
   }
 
   private async openPaneNow(spec: PaneSpec): Promise<{ paneId: string; panePid: number; server: string }> {
-    const env = spec.env ?? {};
-    const format = ["-P", "-F", PANE_FORMAT];
-    // tmux runs a multi-word command with execvp, no shell, but hands a lone word to `sh -c`: wrap that one so its
-    // characters are never interpreted (exec keeps the pid, so pane_pid stays the program's).
-    const command = spec.command.length === 1 ? ["sh", "-c", 'exec "$0"', ...spec.command] : spec.command;
-    const cwd = escapeFormat(spec.cwd);
-    let created: string | undefined;
-    let newWindow = false;
-    for (let attempt = 0; created === undefined; attempt++) {
-      const windowId = await this.findWindow(spec.socket, spec.session, spec.window);
-      try {
-        // A detached session of its own, a window in the user's session, or a split of the team's window.
-        const create =
-          windowId === null
-            ? [
-                "new-session",
-                "-d",
-                "-s",
-                escapeFormat(spec.session),
-                "-n",
-                escapeFormat(spec.window),
-                "-x",
-                String(DETACHED_WIDTH),
-                "-y",
-                String(DETACHED_HEIGHT),
-              ]
-            : windowId === undefined
-              ? ["new-window", "-d", "-t", `=${spec.session}:`, "-n", escapeFormat(spec.window)]
-              : ["split-window", "-d", "-t", windowId];
-        newWindow = windowId === null || windowId === undefined;
-        created = await this.command(spec.socket, [...create, "-c", cwd, ...format, "--", ...command], env);
-      } catch (error) {
-        // Another process created the session between our look and our create: look again, once.
-        if (attempt === 0 && error instanceof TmuxError && /duplicate session/i.test(error.message)) continue;
-        throw error;
-      }
-    }
-    const [paneId, pidText, windowId, server] = created.trim().split("\t");
-    const panePid = Number(pidText);
-    if (
-      !paneId ||
-      !/^%\d+$/.test(paneId) ||
-      !windowId?.startsWith("@") ||
-      !Number.isInteger(panePid) ||
-      panePid <= 0 ||
-      !server ||
-      !/^\d+:\d+$/.test(server)
-    )
-      throw new TmuxError(`tmux did not report the new pane: ${JSON.stringify(created.trim())}`);
-    // One tmux invocation for the whole set-up: each tmux run is a process start, and a spawn is waiting on them.
-    const setup: string[][] = [
-      ["select-pane", "-t", paneId, "-T", escapeFormat(spec.title)],
-      ...Object.entries(spec.options ?? {}).map(([name, value]) => [
-        "set-option",
-        "-p",
-        "-t",
-        paneId,
-        `@${name}`,
-        value,
-      ]),
-      // Only our own team window gets borders with agent names; the user's other windows stay as they were.
-      ...(newWindow
-        ? [
-            ["set-option", "-w", "-t", windowId, "pane-border-status", "top"],
-            ["set-option", "-w", "-t", windowId, "pane-border-format", BORDER_FORMAT],
-          ]
-        : []),
-      ["select-layout", "-t", windowId, spec.layout ?? "tiled"],
-    ];
+    const { created, newWindow } = await this.createPane(spec);
+    const { paneId, panePid, windowId, server } = parseCreatedPane(created);
     try {
-      await this.must(spec.socket, commandSequence(setup));
+      // One tmux invocation for the whole set-up: each tmux run is a process start, and a spawn is waiting on them.
+      await this.must(spec.socket, commandSequence(paneSetup(spec, paneId, windowId, newWindow)));
     } catch (error) {
       // A half-configured pane would still run the command; the caller expects all or nothing. It may lack its
       // @agent_id yet, so only the server it was created on vouches for the id (checked inside tmux, as ifOwned does).
@@ -345,6 +348,31 @@ export class TmuxCli implements TmuxApi {
       throw error;
     }
     return { paneId, panePid, server };
+  }
+
+  /** Create the pane running the command; tmux's `-P` line about it, and whether its window is new. */
+  private async createPane(spec: PaneSpec): Promise<{ created: string; newWindow: boolean }> {
+    const format = ["-P", "-F", PANE_FORMAT];
+    // tmux runs a multi-word command with execvp, no shell, but hands a lone word to `sh -c`: wrap that one so its
+    // characters are never interpreted (exec keeps the pid, so pane_pid stays the program's).
+    const command = spec.command.length === 1 ? ["sh", "-c", 'exec "$0"', ...spec.command] : spec.command;
+    const cwd = escapeFormat(spec.cwd);
+    for (let attempt = 0; ; attempt++) {
+      const windowId = await this.findWindow(spec.socket, spec.session, spec.window);
+      try {
+        const create = createArgs(spec, windowId);
+        const created = await this.command(
+          spec.socket,
+          [...create, "-c", cwd, ...format, "--", ...command],
+          spec.env ?? {},
+        );
+        return { created, newWindow: windowId === null || windowId === undefined };
+      } catch (error) {
+        // Another process created the session between our look and our create: look again, once.
+        if (attempt === 0 && error instanceof TmuxError && /duplicate session/i.test(error.message)) continue;
+        throw error;
+      }
+    }
   }
 
   async paneState(ref: PaneRef): Promise<"alive" | "gone" | "unknown"> {

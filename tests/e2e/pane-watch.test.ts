@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { v4 as uuidv4 } from "uuid";
+import { systemClock } from "../../src/clock.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import { type LivenessHandle, startLiveness } from "../../src/operations/liveness/background.ts";
 import { addAgent } from "../helpers/agents.ts";
@@ -57,7 +58,8 @@ describe.skipIf(!hasTmux())("pane watch on real tmux", () => {
       agent.sessionId,
     );
 
-    liveness = startLiveness(ctx);
+    // The loops wait by the context's clock: this test is about real timings, so they get the real one.
+    liveness = startLiveness({ ...ctx, clock: systemClock });
     // The first watch tick sweeps the agent it has not read yet; from then on its pane is watched.
     await Bun.sleep(2_000);
 

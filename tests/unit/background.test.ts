@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import type { PluginInput } from "@opencode-ai/plugin";
 import type { Event } from "@opencode-ai/sdk";
+import type { ManualClock } from "../../src/clock.ts";
 import OpencodeTeamsPlugin from "../../src/index.ts";
 import { livenessRunning, startLiveness } from "../../src/operations/liveness/background.ts";
 import { resolveStorageRoot } from "../../src/state/paths.ts";
@@ -10,6 +11,7 @@ import { FakeOpencode } from "../helpers/fakes.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const FAST = { reconnectInitialMs: 5, reconnectMaxMs: 20, streamIdleMs: 60_000 };
+const STEP_MS = 5;
 const contexts: TestContext[] = [];
 
 async function context(options: Parameters<typeof makeTestContext>[0] = {}): Promise<TestContext> {
@@ -19,10 +21,27 @@ async function context(options: Parameters<typeof makeTestContext>[0] = {}): Pro
   return ctx;
 }
 
-async function until(predicate: () => boolean | Promise<boolean>, timeoutMs = 2_000): Promise<void> {
+/**
+ * Polls `predicate`; with a `clock`, moves it a step between polls so the loops' background waits (reconnect, watchdog,
+ * interval) end by the test's time, not the wall's.
+ */
+async function until(
+  predicate: () => boolean | Promise<boolean>,
+  clock?: ManualClock,
+  timeoutMs = 2_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await predicate())) {
     if (Date.now() > deadline) throw new Error("condition not reached in time");
+    clock?.advance(STEP_MS);
+    await Bun.sleep(2);
+  }
+}
+
+/** Lets `ms` of the test's time pass in steps, giving the loops a turn after each. */
+async function elapse(clock: ManualClock, ms: number): Promise<void> {
+  for (let passed = 0; passed < ms; passed += STEP_MS) {
+    clock.advance(STEP_MS);
     await Bun.sleep(2);
   }
 }
@@ -62,6 +81,7 @@ describe("background: once per process and storage root", () => {
     ctx.clock.advance(61_000);
     const handle = startLiveness(ctx, FAST);
     try {
+      ctx.clock.advance(10);
       await until(async () => {
         const read = await ctx.store.readAgent("alpha", agent.agentId);
         return read.kind === "ok" && read.value.consecutiveMisses === 1;
@@ -83,14 +103,14 @@ describe("background: the project server's event stream", () => {
     try {
       const opened = () => ctx.server.calls.filter((c) => c === "events").length;
       for (let round = 1; round <= 3; round++) {
-        await until(() => opened() === round && ctx.server.openStreams === 1);
+        await until(() => opened() === round && ctx.server.openStreams === 1, ctx.clock);
         ctx.server.emit({ type: "server.connected", properties: {} } as unknown as Event);
         await until(() => handle.monitor.stats.resyncs === round);
         ctx.server.closeStreams();
       }
       expect(handle.monitor.stats.connects).toBe(3);
       // Events flow again on the new connection.
-      await until(() => opened() === 4 && ctx.server.openStreams === 1);
+      await until(() => opened() === 4 && ctx.server.openStreams === 1, ctx.clock);
       ctx.server.emit({ type: "server.connected", properties: {} } as unknown as Event);
       ctx.server.emit({
         type: "session.status",
@@ -111,14 +131,20 @@ describe("background: the project server's event stream", () => {
   test("keeps retrying while the server is down or not running, and connects once it is back", async () => {
     const ctx = await context();
     ctx.projectServerUp = false;
+    let asked = 0;
+    const projectServer = ctx.edges.projectServer;
+    ctx.edges.projectServer = () => {
+      asked++;
+      return projectServer();
+    };
     const handle = startLiveness(ctx, FAST);
     try {
-      await Bun.sleep(30);
+      await until(() => asked >= 3, ctx.clock);
       ctx.projectServerUp = true;
       ctx.server.down = true;
-      await until(() => ctx.server.calls.filter((c) => c === "events").length >= 2);
+      await until(() => ctx.server.calls.filter((c) => c === "events").length >= 2, ctx.clock);
       ctx.server.down = false;
-      await until(() => ctx.server.openStreams === 1);
+      await until(() => ctx.server.openStreams === 1, ctx.clock);
       ctx.server.emit({ type: "server.connected", properties: {} } as unknown as Event);
       await until(() => handle.monitor.stats.connects === 1);
       expect(ctx.server.calls.filter((c) => c === "events").length).toBeGreaterThanOrEqual(3);
@@ -132,7 +158,7 @@ describe("background: the project server's event stream", () => {
     const ctx = await context();
     const handle = startLiveness(ctx, { ...FAST, streamIdleMs: 30 });
     try {
-      await until(() => ctx.server.calls.filter((c) => c === "events").length >= 3);
+      await until(() => ctx.server.calls.filter((c) => c === "events").length >= 3, ctx.clock);
       // Each wedged stream was closed before the next opened: never two at once.
       expect(ctx.server.openStreams).toBeLessThanOrEqual(1);
       expect(handle.monitor.stats.connects).toBe(0);
@@ -145,9 +171,16 @@ describe("background: the project server's event stream", () => {
     const ctx = await context();
     const self = new FakeOpencode(ctx.server.baseUrl);
     ctx.edges.localServer = self;
+    let asked = 0;
+    const projectServer = ctx.edges.projectServer;
+    ctx.edges.projectServer = () => {
+      asked++;
+      return projectServer();
+    };
     const handle = startLiveness(ctx, FAST);
     try {
-      await Bun.sleep(40);
+      await elapse(ctx.clock, 40);
+      expect(asked).toBeGreaterThanOrEqual(2);
       expect(ctx.server.calls).not.toContain("events");
     } finally {
       await handle.release();

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { Event } from "@opencode-ai/sdk";
-import { classifyEvent, EventMonitor, isContextOverflow } from "../../src/operations/liveness/monitor.ts";
+import { EventMonitor } from "../../src/operations/liveness/monitor.ts";
+import { classifyEvent, isContextOverflow } from "../../src/operations/liveness/signals.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

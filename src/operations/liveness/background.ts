@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
 import type { TeamsContext } from "../context.ts";
 import { EventMonitor } from "./monitor.ts";
@@ -6,10 +5,11 @@ import { StaleSweeper } from "./sweep.ts";
 import { enforceTimeouts } from "./timeouts.ts";
 
 /**
- * The only place with timers. OpenCode loads the plugin in several processes, and within one process once per
- * directory instance (and twice when it is configured globally and per project): the monitor and the sweep run
- * once per process and storage root, shared by every plugin instance that uses that root, and stop when the last
- * instance is disposed. Two processes running them is harmless (see sweep.ts and monitor.ts).
+ * The liveness loops: each waits by `ctx.clock` in the background, so none keeps the process alive. OpenCode loads
+ * the plugin in several processes, and within one process once per directory instance (and twice when it is
+ * configured globally and per project): the monitor and the sweep run once per process and storage root, shared by
+ * every plugin instance that uses that root, and stop when the last instance is disposed. Two processes running them
+ * is harmless (see sweep.ts and monitor.ts).
  */
 
 export interface LivenessTiming {
@@ -62,93 +62,133 @@ function isOwnServer(ctx: TeamsContext, server: OpencodeApi): boolean {
   return origin(server.baseUrl) === origin(ctx.edges.localServer.baseUrl);
 }
 
-function start(ctx: TeamsContext, timing: LivenessTiming): Running {
-  const monitor = new EventMonitor(ctx);
-  const sweeper = new StaleSweeper(ctx);
-  const controller = new AbortController();
-  const { signal } = controller;
+const BACKGROUND = { background: true } as const;
 
-  let sweeping: Promise<void> | undefined;
-  const tick = () => {
-    // A sweep slower than the interval (a wedged lock, a slow server) must not pile up behind itself.
-    if (sweeping) return;
-    sweeping = sweeper
+/** Calls `step` every `intervalMs` until `signal` aborts, as an interval timer would, without holding the process. */
+async function every(
+  ctx: TeamsContext,
+  intervalMs: number,
+  signal: AbortSignal,
+  step: () => void,
+): Promise<void> {
+  while (!signal.aborted) {
+    await ctx.clock.sleep(intervalMs, signal, BACKGROUND);
+    if (!signal.aborted) step();
+  }
+}
+
+/** One sweep at a time: a sweep slower than the interval (a wedged lock, a slow server) must not pile up. */
+class SweepRunner {
+  private sweeping: Promise<void> | undefined;
+  private watching = false;
+
+  constructor(
+    private readonly ctx: TeamsContext,
+    private readonly sweeper: StaleSweeper,
+  ) {}
+
+  tick(): void {
+    if (this.sweeping) return;
+    this.sweeping = this.sweeper
       .sweep()
-      .then(() => enforceTimeouts(ctx))
+      .then(() => enforceTimeouts(this.ctx))
       .then(() => undefined)
       .catch((error: unknown) => {
-        ctx.log("error", "stale sweep failed", {
+        this.ctx.log("error", "stale sweep failed", {
           error: error instanceof Error ? (error.stack ?? error.message) : String(error),
         });
       })
       .finally(() => {
-        sweeping = undefined;
+        this.sweeping = undefined;
       });
-  };
-  const interval = setInterval(tick, ctx.options.sweepIntervalMs);
-  interval.unref?.();
-  // A closed pane is known within about a second rather than at the next sweep; the sweep stays the safety net.
-  let watching = false;
-  const watch = setInterval(() => {
-    if (watching || sweeping) return;
-    watching = true;
-    sweeper
+  }
+
+  /** A closed pane is known within about a second rather than at the next sweep; the sweep stays the safety net. */
+  watchPanes(): void {
+    if (this.watching || this.sweeping) return;
+    this.watching = true;
+    this.sweeper
       .needsSweep()
       .then((needed) => {
-        if (needed) tick();
+        if (needed) this.tick();
       })
       .catch(() => undefined)
       .finally(() => {
-        watching = false;
+        this.watching = false;
       });
-  }, ctx.options.paneWatchMs);
-  watch.unref?.();
+  }
 
-  const streamLoop = (async () => {
-    let delay = timing.reconnectInitialMs;
-    while (!signal.aborted) {
-      const server = await ctx.edges.projectServer().catch(() => undefined);
-      if (signal.aborted) break;
-      if (server && !isOwnServer(ctx, server)) {
-        const connection = new AbortController();
-        const abortConnection = () => connection.abort();
-        signal.addEventListener("abort", abortConnection);
-        let lastEventAt = Date.now();
-        const watchdog = setInterval(
-          () => {
-            if (Date.now() - lastEventAt > timing.streamIdleMs) connection.abort();
-          },
-          Math.min(timing.streamIdleMs, 5_000),
-        );
-        watchdog.unref?.();
-        try {
-          const delivered = await monitor.consume(server, connection.signal, () => {
-            lastEventAt = Date.now();
-          });
-          if (delivered) delay = timing.reconnectInitialMs;
-        } finally {
-          clearInterval(watchdog);
-          signal.removeEventListener("abort", abortConnection);
-        }
-      }
-      try {
-        await sleep(delay, undefined, { signal, ref: false });
-      } catch {
-        break;
-      }
-      delay = Math.min(delay * 2, timing.reconnectMaxMs);
+  settled(): Promise<void> | undefined {
+    return this.sweeping;
+  }
+}
+
+/**
+ * Consume one connection to the project server's event stream until it ends, `signal` aborts, or it stays silent for
+ * `streamIdleMs` (a wedged stream is closed so the loop reopens it). Returns whether any event was delivered.
+ */
+async function consumeConnection(
+  ctx: TeamsContext,
+  monitor: EventMonitor,
+  server: OpencodeApi,
+  timing: LivenessTiming,
+  signal: AbortSignal,
+): Promise<boolean> {
+  const connection = new AbortController();
+  const watchdog = new AbortController();
+  const abortConnection = () => connection.abort();
+  signal.addEventListener("abort", abortConnection);
+  let lastEventAt = ctx.clock.now();
+  void every(ctx, Math.min(timing.streamIdleMs, 5_000), watchdog.signal, () => {
+    if (ctx.clock.now() - lastEventAt > timing.streamIdleMs) connection.abort();
+  });
+  try {
+    return await monitor.consume(server, connection.signal, () => {
+      lastEventAt = ctx.clock.now();
+    });
+  } finally {
+    watchdog.abort();
+    signal.removeEventListener("abort", abortConnection);
+  }
+}
+
+/** Follow the project server's event stream until `signal` aborts, reconnecting with a doubling wait. */
+async function followStream(
+  ctx: TeamsContext,
+  monitor: EventMonitor,
+  timing: LivenessTiming,
+  signal: AbortSignal,
+): Promise<void> {
+  let delay = timing.reconnectInitialMs;
+  while (!signal.aborted) {
+    const server = await ctx.edges.projectServer().catch(() => undefined);
+    if (signal.aborted) break;
+    if (server && !isOwnServer(ctx, server)) {
+      if (await consumeConnection(ctx, monitor, server, timing, signal)) delay = timing.reconnectInitialMs;
     }
-  })();
+    await ctx.clock.sleep(delay, signal, BACKGROUND);
+    delay = Math.min(delay * 2, timing.reconnectMaxMs);
+  }
+}
 
+function start(ctx: TeamsContext, timing: LivenessTiming): Running {
+  const monitor = new EventMonitor(ctx);
+  const sweeper = new StaleSweeper(ctx);
+  const runner = new SweepRunner(ctx, sweeper);
+  const controller = new AbortController();
+  const { signal } = controller;
+  const loops = [
+    every(ctx, ctx.options.sweepIntervalMs, signal, () => runner.tick()),
+    every(ctx, ctx.options.paneWatchMs, signal, () => runner.watchPanes()),
+    followStream(ctx, monitor, timing, signal),
+  ];
   return {
     holders: 0,
     monitor,
     sweeper,
     async stop() {
-      clearInterval(interval);
-      clearInterval(watch);
       controller.abort();
-      await Promise.allSettled([streamLoop, sweeping, monitor.settled()]);
+      await Promise.allSettled([...loops, runner.settled(), monitor.settled()]);
     },
   };
 }

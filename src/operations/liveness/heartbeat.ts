@@ -120,57 +120,7 @@ export async function heartbeat(
   }
   let outcome: OpResult<HeartbeatOutput> | undefined;
   try {
-    outcome = await store.withAgentLock(input.teamName, input.agentId, async () => {
-      const [read, slot] = await Promise.all([
-        store.readAgent(input.teamName, input.agentId),
-        store.readHeartbeat(input.teamName, input.agentId),
-      ]);
-      if (read.kind === "corrupt") return fail(notFound(input.agentId), [read.warning]);
-      if (read.kind !== "ok") return undefined;
-      const agent = read.value;
-      if (agent.sessionId !== sessionId) {
-        return fail(
-          `Agent '${input.agentId}' does not belong to this session: heartbeat only with your own agentId, from your identity at the top of your system prompt`,
-        );
-      }
-      if (agent.status === "terminated") {
-        return fail(
-          `Cannot heartbeat for terminated agent: your run has ended (${agent.outcome ?? "terminated"}). Stop working and end your turn.`,
-        );
-      }
-      if (agent.status === "inactive") {
-        return fail(
-          `Agent is inactive: you were declared inactive (${agent.statusReason ?? "no sign of life"}) and your tasks went back to the team. Stop working and end your turn with a note of where you got to; the team leader can resume you.`,
-        );
-      }
-
-      const now = ctx.clock.now();
-      const nowIso = new Date(now).toISOString();
-      const status = statusAfterHeartbeat(agent.status, input.status);
-      await store.writeHeartbeat(
-        input.teamName,
-        input.agentId,
-        nextHeartbeat(slot.record, nowIso, "tool", { event: true, metadata: input.metadata }),
-      );
-      if (status !== agent.status || agent.consecutiveMisses > 0) {
-        const next: AgentState = {
-          ...agent,
-          status,
-          heartbeatTs: nowIso,
-          heartbeatSource: "tool",
-          consecutiveMisses: 0,
-          lastMissAt: undefined,
-          updatedAt: nowIso,
-        };
-        await store.writeAgent(next);
-      }
-      return {
-        success: true as const,
-        heartbeatTs: nowIso,
-        nextDeadline: new Date(now + ctx.options.staleThresholdMs).toISOString(),
-        agentStatus: status,
-      };
-    });
+    outcome = await store.withAgentLock(input.teamName, input.agentId, () => beat(ctx, input, sessionId));
   } catch (error) {
     if (error instanceof CallerError || error instanceof InvalidNameError) throw error;
     // Lock timeouts land here too: the agent can simply retry on its next heartbeat.
@@ -179,6 +129,65 @@ export async function heartbeat(
   }
   // Undefined: the file vanished between the check and the lock.
   return outcome ?? fail(notFound(input.agentId));
+}
+
+/** The heartbeat itself, under the agent's lock. Undefined when the agent's file is gone. */
+async function beat(
+  ctx: TeamsContext,
+  input: HeartbeatInput,
+  sessionId: string,
+): Promise<OpResult<HeartbeatOutput> | undefined> {
+  const { store } = ctx;
+  const [read, slot] = await Promise.all([
+    store.readAgent(input.teamName, input.agentId),
+    store.readHeartbeat(input.teamName, input.agentId),
+  ]);
+  if (read.kind === "corrupt") return fail(notFound(input.agentId), [read.warning]);
+  if (read.kind !== "ok") return undefined;
+  const agent = read.value;
+  const refused = refusal(agent, input.agentId, sessionId);
+  if (refused) return fail(refused);
+
+  const now = ctx.clock.now();
+  const nowIso = new Date(now).toISOString();
+  const status = statusAfterHeartbeat(agent.status, input.status);
+  await store.writeHeartbeat(
+    input.teamName,
+    input.agentId,
+    nextHeartbeat(slot.record, nowIso, "tool", { event: true, metadata: input.metadata }),
+  );
+  if (status !== agent.status || agent.consecutiveMisses > 0) {
+    const next: AgentState = {
+      ...agent,
+      status,
+      heartbeatTs: nowIso,
+      heartbeatSource: "tool",
+      consecutiveMisses: 0,
+      lastMissAt: undefined,
+      updatedAt: nowIso,
+    };
+    await store.writeAgent(next);
+  }
+  return {
+    success: true as const,
+    heartbeatTs: nowIso,
+    nextDeadline: new Date(now + ctx.options.staleThresholdMs).toISOString(),
+    agentStatus: status,
+  };
+}
+
+/** Why a heartbeat for `agent` from `sessionId` is refused, said with what the caller is to do now. */
+function refusal(agent: AgentState, agentId: string, sessionId: string): string | undefined {
+  if (agent.sessionId !== sessionId) {
+    return `Agent '${agentId}' does not belong to this session: heartbeat only with your own agentId, from your identity at the top of your system prompt`;
+  }
+  if (agent.status === "terminated") {
+    return `Cannot heartbeat for terminated agent: your run has ended (${agent.outcome ?? "terminated"}). Stop working and end your turn.`;
+  }
+  if (agent.status === "inactive") {
+    return `Agent is inactive: you were declared inactive (${agent.statusReason ?? "no sign of life"}) and your tasks went back to the team. Stop working and end your turn with a note of where you got to; the team leader can resume you.`;
+  }
+  return undefined;
 }
 
 /** Said to an agent that quotes an id it does not own: most often an old id after a resume. */

@@ -1,9 +1,17 @@
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
-import type { AgentState, AgentStatus, HeartbeatSource } from "../../state/schemas.ts";
+import type { AgentState, AgentStatus, HeartbeatRecord, HeartbeatSource } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { SessionIndex, type SessionOwner } from "../team/identity.ts";
 import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
+import {
+  classifyEvent,
+  describeError,
+  isContextOverflow,
+  permissionAsked,
+  questionAsked,
+  type Signal,
+} from "./signals.ts";
 import {
   rejectedNotice,
   sendAnswer,
@@ -11,161 +19,6 @@ import {
   type WaitingRequest,
   waitingNotice,
 } from "./waiting.ts";
-
-/** What an OpenCode event says about a session, reduced to what liveness needs. */
-export type Signal =
-  | { kind: "busy"; sessionId: string; source: HeartbeatSource; resync?: boolean }
-  | { kind: "idle"; sessionId: string; source: HeartbeatSource; resync?: boolean }
-  /** `running`: a tool part that is pending or running, so a turn is certainly under way. */
-  | { kind: "activity"; sessionId: string; source: HeartbeatSource; running: boolean }
-  | { kind: "error"; sessionId: string; name: string; message: string | undefined }
-  | { kind: "deleted"; sessionId: string }
-  /** The session asks for a permission or asked a question, and waits for the answer. */
-  | { kind: "waiting"; sessionId: string; request: WaitingRequest }
-  /** A pending request was answered (by anyone: answer-permission, the pane, the server rejecting it on abort). */
-  | { kind: "answered"; sessionId: string; requestId: string };
-
-type Json = Record<string, unknown>;
-
-function record(value: unknown): Json | undefined {
-  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Json) : undefined;
-}
-
-function text(value: unknown): string | undefined {
-  return typeof value === "string" && value !== "" ? value : undefined;
-}
-
-function patternOf(value: unknown): string | undefined {
-  if (Array.isArray(value)) {
-    const patterns = value.filter((item): item is string => typeof item === "string" && item !== "");
-    return patterns.length > 0 ? patterns.join(" ") : undefined;
-  }
-  return text(value);
-}
-
-/**
- * A permission request. OpenCode 1.18.33 sends `permission.asked` (`permission`, `patterns`); the 1.x SDK types name
- * `permission.updated` (`type`, `title`, `pattern`): both are read.
- */
-function permissionAsked(props: Json): Signal | undefined {
-  const sessionId = text(props.sessionID);
-  const requestId = text(props.id);
-  if (!sessionId || !requestId) return undefined;
-  const title = text(props.title) ?? text(props.permission) ?? text(props.type) ?? "permission";
-  const pattern = patternOf(props.patterns) ?? patternOf(props.pattern);
-  return {
-    kind: "waiting",
-    sessionId,
-    request: { kind: "permission", requestId, title, ...(pattern ? { pattern } : {}) },
-  };
-}
-
-function questionAsked(props: Json): Signal | undefined {
-  const sessionId = text(props.sessionID);
-  const requestId = text(props.id);
-  if (!sessionId || !requestId) return undefined;
-  const questions = Array.isArray(props.questions) ? props.questions.map(record) : [];
-  const title =
-    questions
-      .map((question) => text(question?.question) ?? text(question?.header))
-      .filter((line): line is string => line !== undefined)
-      .join(" / ") || "a question";
-  return { kind: "waiting", sessionId, request: { kind: "question", requestId, title } };
-}
-
-function answered(props: Json): Signal | undefined {
-  const sessionId = text(props.sessionID);
-  const requestId = text(props.requestID) ?? text(props.permissionID);
-  return sessionId && requestId ? { kind: "answered", sessionId, requestId } : undefined;
-}
-
-/**
- * Map an event (in-process bus or SSE; same shape) to a signal. Shapes are read defensively: the stream also carries
- * events the SDK types do not list, and a field missing in some version must not throw.
- */
-export function classifyEvent(event: unknown): Signal | undefined {
-  const root = record(event);
-  const type = text(root?.type);
-  const props = record(root?.properties) ?? {};
-  const info = record(props.info);
-  switch (type) {
-    case "session.status": {
-      const sessionId = text(props.sessionID);
-      const status = text(record(props.status)?.type);
-      if (!sessionId || !status) return undefined;
-      if (status === "busy" || status === "retry")
-        return { kind: "busy", sessionId, source: "sdk_session_status" };
-      if (status === "idle") return { kind: "idle", sessionId, source: "sdk_session_status" };
-      return undefined;
-    }
-    case "session.idle": {
-      const sessionId = text(props.sessionID);
-      return sessionId ? { kind: "idle", sessionId, source: "sdk_session_idle" } : undefined;
-    }
-    case "session.updated": {
-      const sessionId = text(props.sessionID) ?? text(info?.id);
-      return sessionId
-        ? { kind: "activity", sessionId, source: "sdk_session_updated", running: false }
-        : undefined;
-    }
-    case "session.deleted": {
-      const sessionId = text(props.sessionID) ?? text(info?.id);
-      return sessionId ? { kind: "deleted", sessionId } : undefined;
-    }
-    case "session.error": {
-      const sessionId = text(props.sessionID);
-      if (!sessionId) return undefined;
-      const error = record(props.error);
-      return {
-        kind: "error",
-        sessionId,
-        name: text(error?.name) ?? "UnknownError",
-        message: text(record(error?.data)?.message),
-      };
-    }
-    case "message.updated": {
-      const sessionId = text(props.sessionID) ?? text(info?.sessionID);
-      return sessionId ? { kind: "activity", sessionId, source: "sdk_message", running: false } : undefined;
-    }
-    case "message.part.updated": {
-      const part = record(props.part);
-      const sessionId = text(props.sessionID) ?? text(part?.sessionID);
-      if (!sessionId) return undefined;
-      if (part?.type !== "tool")
-        return { kind: "activity", sessionId, source: "sdk_message", running: false };
-      const status = text(record(part.state)?.status);
-      return {
-        kind: "activity",
-        sessionId,
-        source: "sdk_tool_execute",
-        running: status === "pending" || status === "running",
-      };
-    }
-    case "permission.asked":
-    case "permission.updated":
-      return permissionAsked(props);
-    case "question.asked":
-      return questionAsked(props);
-    case "permission.replied":
-    case "question.replied":
-    case "question.rejected":
-      return answered(props);
-    default:
-      return undefined;
-  }
-}
-
-/** OpenCode names this error ContextOverflowError; providers' own wording shows up inside APIError messages. */
-export function isContextOverflow(name: string, message: string | undefined): boolean {
-  if (name === "ContextOverflowError") return true;
-  return /context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|context window/i.test(
-    message ?? "",
-  );
-}
-
-function describeError(name: string, message: string | undefined): string {
-  return message ? `${name}: ${message}` : name;
-}
 
 export interface MonitorStats {
   /** Events received (hook and stream). */
@@ -187,6 +40,12 @@ interface ApplyOutcome {
   death?: Omit<InactiveAgent, "tasks">;
   /** A request seen for the first time: the leader is to hear of it. */
   asked?: { agent: AgentState; request: WaitingRequest };
+}
+
+/** The agent as an applied signal left it (tracked whether or not it was written), and what follows from it. */
+interface Applied {
+  next: AgentState;
+  outcome?: ApplyOutcome;
 }
 
 interface Tracked {
@@ -470,86 +329,100 @@ export class EventMonitor {
       }
       const agent = read.value;
       const now = this.ctx.clock.now();
-      const nowIso = new Date(now).toISOString();
-      const track = (state: AgentState) =>
-        this.tracked.set(key, {
-          status: state.status,
-          misses: state.consecutiveMisses,
-          lastWriteAt: now,
-        });
       // Events never revive an agent that was declared dead or terminated.
       if (!isRunning(agent.status)) {
-        track(agent);
+        this.track(key, agent, now);
         return undefined;
       }
       this.stats.writes++;
-
-      if (signal.kind === "deleted") {
-        // The leader is the user's own session, and a kill in progress deletes the session itself.
-        if (agent.role === "leader" || agent.status === "shutting_down") {
-          track(agent);
-          return undefined;
-        }
-        const reason = `its OpenCode session ${agent.sessionId} was deleted`;
-        const next = markedInactive(agent, reason, nowIso);
-        await store.writeAgent(next);
-        track(next);
-        return { death: { agent: next, cause: "session_deleted", reason } };
-      }
-
-      let next: AgentState = agent;
-      const resync = (signal.kind === "busy" || signal.kind === "idle") && signal.resync === true;
-      // A status re-read is no event: an idle session says nothing of life, a busy one is vouched for by the server.
-      const heartbeats = !(resync && signal.kind === "idle");
-      const isEvent = heartbeats && !resync;
-      const source: HeartbeatSource = "source" in signal ? signal.source : "sdk_session_updated";
-      if (heartbeats) {
-        await store.writeHeartbeat(
-          teamName,
-          agentId,
-          nextHeartbeat(slot.record, nowIso, source, { event: isEvent }),
-        );
-      }
-      const desired = this.desiredStatus(signal, agent.status);
-      if (desired && desired !== agent.status) next = { ...next, status: desired };
-      if (heartbeats && agent.consecutiveMisses > 0)
-        next = { ...next, consecutiveMisses: 0, lastMissAt: undefined };
-      const waitingFor = this.nextWaiting(agent, signal, nowIso);
-      if (waitingFor !== undefined) next = { ...next, waitingFor };
-      const announce =
-        signal.kind === "waiting" && waitingFor && agent.announcedRequestId !== signal.request.requestId;
-      if (announce) next = { ...next, announcedRequestId: signal.request.requestId };
-      if (signal.kind === "error") {
-        const description = describeError(signal.name, signal.message);
-        const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
-        // The same error can arrive twice (plugin loaded twice, or hook and stream in two processes).
-        const duplicate =
-          agent.lastError === description &&
-          agent.lastErrorAt !== undefined &&
-          now - Date.parse(agent.lastErrorAt) < window;
-        if (!duplicate) {
-          next = {
-            ...next,
-            lastError: description,
-            lastErrorAt: nowIso,
-            sessionRotationCount:
-              next.sessionRotationCount + (isContextOverflow(signal.name, signal.message) ? 1 : 0),
-          };
-        }
-      }
-      if (next !== agent) {
-        next = {
-          ...next,
-          ...(heartbeats ? { heartbeatTs: nowIso, heartbeatSource: source } : {}),
-          ...(isEvent ? { lastEventAt: nowIso } : {}),
-          updatedAt: nowIso,
-        };
-        await store.writeAgent(next);
-      }
-      track(next);
-      if (announce) return { asked: { agent: next, request: signal.request } };
-      return undefined;
+      const applied =
+        signal.kind === "deleted"
+          ? await this.applyDeleted(agent, now)
+          : await this.applySignal({ teamName, agentId, agent, slot: slot.record }, signal, now);
+      this.track(key, applied.next, now);
+      return applied.outcome;
     });
+  }
+
+  private track(key: string, state: AgentState, now: number): void {
+    this.tracked.set(key, { status: state.status, misses: state.consecutiveMisses, lastWriteAt: now });
+  }
+
+  /** A deleted session is a death, except the leader's (the user's own session) and one a kill in progress deleted. */
+  private async applyDeleted(agent: AgentState, now: number): Promise<Applied> {
+    if (agent.role === "leader" || agent.status === "shutting_down") return { next: agent };
+    const reason = `its OpenCode session ${agent.sessionId} was deleted`;
+    const next = markedInactive(agent, reason, new Date(now).toISOString());
+    await this.ctx.store.writeAgent(next);
+    return { next, outcome: { death: { agent: next, cause: "session_deleted", reason } } };
+  }
+
+  /** Heartbeat, status, misses, waiting request and last error as the signal says; the agent file only if changed. */
+  private async applySignal(
+    {
+      teamName,
+      agentId,
+      agent,
+      slot,
+    }: { teamName: string; agentId: string; agent: AgentState; slot?: HeartbeatRecord },
+    signal: Exclude<Signal, { kind: "deleted" }>,
+    now: number,
+  ): Promise<Applied> {
+    const { store } = this.ctx;
+    const nowIso = new Date(now).toISOString();
+    const resync = (signal.kind === "busy" || signal.kind === "idle") && signal.resync === true;
+    // A status re-read is no event: an idle session says nothing of life, a busy one is vouched for by the server.
+    const heartbeats = !(resync && signal.kind === "idle");
+    const isEvent = heartbeats && !resync;
+    const source: HeartbeatSource = "source" in signal ? signal.source : "sdk_session_updated";
+    if (heartbeats) {
+      await store.writeHeartbeat(teamName, agentId, nextHeartbeat(slot, nowIso, source, { event: isEvent }));
+    }
+    let next: AgentState = agent;
+    const desired = this.desiredStatus(signal, agent.status);
+    if (desired && desired !== agent.status) next = { ...next, status: desired };
+    if (heartbeats && agent.consecutiveMisses > 0)
+      next = { ...next, consecutiveMisses: 0, lastMissAt: undefined };
+    const waitingFor = this.nextWaiting(agent, signal, nowIso);
+    if (waitingFor !== undefined) next = { ...next, waitingFor };
+    const announce =
+      signal.kind === "waiting" && waitingFor && agent.announcedRequestId !== signal.request.requestId;
+    if (announce) next = { ...next, announcedRequestId: signal.request.requestId };
+    if (signal.kind === "error") next = this.withError(agent, next, signal, now);
+    if (next !== agent) {
+      next = {
+        ...next,
+        ...(heartbeats ? { heartbeatTs: nowIso, heartbeatSource: source } : {}),
+        ...(isEvent ? { lastEventAt: nowIso } : {}),
+        updatedAt: nowIso,
+      };
+      await store.writeAgent(next);
+    }
+    return announce ? { next, outcome: { asked: { agent: next, request: signal.request } } } : { next };
+  }
+
+  /** `next` with the error recorded, unless `agent` has the same error from within the duplicate window. */
+  private withError(
+    agent: AgentState,
+    next: AgentState,
+    signal: Extract<Signal, { kind: "error" }>,
+    now: number,
+  ): AgentState {
+    const description = describeError(signal.name, signal.message);
+    const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
+    // The same error can arrive twice (plugin loaded twice, or hook and stream in two processes).
+    const duplicate =
+      agent.lastError === description &&
+      agent.lastErrorAt !== undefined &&
+      now - Date.parse(agent.lastErrorAt) < window;
+    if (duplicate) return next;
+    return {
+      ...next,
+      lastError: description,
+      lastErrorAt: new Date(now).toISOString(),
+      sessionRotationCount:
+        next.sessionRotationCount + (isContextOverflow(signal.name, signal.message) ? 1 : 0),
+    };
   }
 
   private async handOver(teamName: string, death: Omit<InactiveAgent, "tasks">): Promise<void> {

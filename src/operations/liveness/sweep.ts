@@ -1,15 +1,15 @@
-import type { OpencodeApi, SessionActivity, SessionStatuses } from "../../edges/opencode-api.ts";
 import { type LivePanes, ownsLivePane, type PaneRef } from "../../edges/tmux-api.ts";
 import { mapLimit } from "../../map-limit.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
-import { type AgentView, type BatchChange, effectiveHeartbeatTs } from "../../state/team-store.ts";
+import type { AgentView } from "../../state/team-store.ts";
 import { agentPaneRef } from "../agents/agent-pane.ts";
 import { finishOverdueKill, killOverdue } from "../agents/kill.ts";
 import { abortEndedSession } from "../agents/session-abort.ts";
 import type { TeamsContext } from "../context.ts";
 import { deliverPending, notifyLeader } from "../messages/notify.ts";
-import { isLive, nextHeartbeat } from "./heartbeat.ts";
-import { handOverInactive, type InactiveAgent, type InactiveCause, markedInactive } from "./inactive.ts";
+import { handOverInactive, type InactiveAgent } from "./inactive.ts";
+import { type ServerFacts, ServerFactsReader } from "./server-facts.ts";
+import { decide, isSweptMember, judgeStale, type SweepOutcome, type Verdict } from "./sweep-decision.ts";
 import { reminderNotice, tellLeaderWaiting } from "./waiting.ts";
 
 /** What one sweep did; returned for tests and logged when anything happened. */
@@ -41,115 +41,41 @@ export interface SweepReport {
   durationMs: number;
 }
 
-type SweepOutcome =
-  | { kind: "none" | "miss" | "refreshed" | "reset" | "waiting" }
-  | { kind: "remind"; agent: AgentState }
-  | { kind: "inactive"; death: Omit<InactiveAgent, "tasks"> };
-
-type Verdict =
-  | { kind: "dead"; cause: InactiveCause; reason: string }
-  | { kind: "busy" }
-  /** Blocked on a permission or a question: no miss, no busy cap (see specs/heartbeat.md). */
-  | { kind: "waiting" }
-  | { kind: "miss"; cause: "stale" | "busy_cap"; busyForS?: number };
-
-interface ServerFacts {
-  server: OpencodeApi | undefined;
-  /** Non-idle sessions of the directories that answered. */
-  statuses: Record<string, SessionActivity>;
-  /** Directories whose statuses could not be read, and why: their agents' sessions are unknown, not idle. */
-  unanswered: Map<string, string>;
-}
-
-/** One directory's answer: its non-idle sessions, or why it could not be asked. */
-type DirectoryAnswer = { statuses: Record<string, SessionActivity> } | { error: string };
-
 const CHECK_CONCURRENCY = 16;
 
-function seconds(ms: number): number {
-  return Math.round(ms / 1000);
-}
-
-/**
- * What the project server says, read at most once per sweep and directory, and only for directories that have stale
- * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`). A
- * directory that cannot be asked (deleted, timed out) leaves only its own agents without the busy check.
- */
-class ServerFactsReader {
-  private server: Promise<OpencodeApi | undefined> | undefined;
-  private readonly asked = new Map<string, Promise<DirectoryAnswer>>();
-
-  constructor(private readonly ctx: TeamsContext) {}
-
-  async read(directories: ReadonlySet<string>): Promise<ServerFacts> {
-    this.server ??= this.ctx.edges.projectServer().catch(() => undefined);
-    const server = await this.server;
-    if (!server) return { server, statuses: {}, unanswered: new Map() };
-    const missing = [...directories].filter((directory) => !this.asked.has(directory));
-    if (missing.length > 0) {
-      const answers = server.sessionStatuses(missing).catch((error: unknown): SessionStatuses => {
-        const why = error instanceof Error ? error.message : String(error);
-        return { statuses: {}, failed: Object.fromEntries(missing.map((directory) => [directory, why])) };
-      });
-      for (const directory of missing) {
-        this.asked.set(
-          directory,
-          answers.then((answer) => this.answerFor(directory, answer)),
-        );
-      }
+/** Count the outcomes into the report; the deaths and the reminders are acted on after the batch is written. */
+function tallyOutcomes(
+  outcomes: readonly SweepOutcome[],
+  report: SweepReport,
+): { deaths: Omit<InactiveAgent, "tasks">[]; reminders: AgentState[] } {
+  const deaths: Omit<InactiveAgent, "tasks">[] = [];
+  const reminders: AgentState[] = [];
+  for (const outcome of outcomes) {
+    switch (outcome.kind) {
+      case "inactive":
+        deaths.push(outcome.death);
+        break;
+      case "miss":
+        report.misses++;
+        break;
+      case "refreshed":
+        report.refreshed++;
+        break;
+      case "reset":
+        report.reset++;
+        break;
+      case "waiting":
+        report.waiting++;
+        break;
+      case "remind":
+        report.waiting++;
+        reminders.push(outcome.agent);
+        break;
+      default:
+        break;
     }
-    const facts: ServerFacts = { server, statuses: {}, unanswered: new Map() };
-    for (const directory of directories) {
-      const answer = await this.asked.get(directory);
-      if (!answer) continue;
-      if ("error" in answer) facts.unanswered.set(directory, answer.error);
-      else Object.assign(facts.statuses, answer.statuses);
-    }
-    return facts;
   }
-
-  private answerFor(directory: string, { statuses, failed }: SessionStatuses): DirectoryAnswer {
-    const error = failed[directory];
-    if (error === undefined) return { statuses };
-    this.ctx.log("warn", "stale sweep: the project's OpenCode server did not answer for a directory", {
-      directory,
-      error,
-    });
-    return { error };
-  }
-
-  /** undefined: nothing needed asking the server this sweep; false: it did not answer for some directory. */
-  async reachable(): Promise<boolean | undefined> {
-    if (!this.server) return undefined;
-    if (!(await this.server)) return false;
-    if (this.asked.size === 0) return undefined;
-    const answers = await Promise.all(this.asked.values());
-    return answers.every((answer) => !("error" in answer));
-  }
-}
-
-/** Whether the server's status map speaks for this agent: it was running and answered for the agent's directory. */
-function statusKnown(facts: ServerFacts, agent: AgentState): boolean {
-  return facts.server !== undefined && !facts.unanswered.has(agent.cwd);
-}
-
-/** The leader is the user's own session: never swept, whatever its files say. */
-function isSweptMember(team: TeamConfig, agent: AgentState): boolean {
-  return (
-    agent.role !== "leader" &&
-    agent.agentId !== team.leader &&
-    agent.sessionId !== team.leaderSessionId &&
-    isLive(agent.status)
-  );
-}
-
-/** Last time the agent itself (not the sweep vouching for a busy session) showed life. */
-function lastSignOfLife(view: Pick<AgentView, "state" | "heartbeat">): number {
-  return Math.max(
-    Date.parse(view.state.heartbeatTs),
-    view.state.lastEventAt ? Date.parse(view.state.lastEventAt) : 0,
-    view.heartbeat?.lastEventAt ? Date.parse(view.heartbeat.lastEventAt) : 0,
-  );
+  return { deaths, reminders };
 }
 
 /**
@@ -267,21 +193,59 @@ export class StaleSweeper {
     livePanes: (socket: string | undefined) => Promise<LivePanes | undefined>,
   ): Promise<void> {
     const { ctx } = this;
-    const read = await ctx.store.readTeam(teamName);
-    if (read.kind !== "ok") {
-      // Nothing to do for its agents until the team can be read; the pane watch need not ask again every tick.
-      for (const agentId of await ctx.store.listAgentIds(teamName)) this.seen.add(`${teamName}/${agentId}`);
-      return;
-    }
-    const team = read.value;
+    const team = await this.readSweptTeam(teamName);
+    if (!team) return;
     report.teams++;
     const now = ctx.clock.now();
-    const threshold = ctx.options.staleThresholdMs;
     const ids = await ctx.store.listAgentIds(teamName);
     // Every listed agent is looked at by this sweep (read, or skipped as known), damaged files included.
     for (const agentId of ids) this.seen.add(`${teamName}/${agentId}`);
     const paneGone = await this.panesGone(teamName, ids, livePanes);
     for (const agentId of paneGone) this.skipUntil.delete(`${teamName}/${agentId}`);
+    const { stale, toReset, overdueKills } = await this.sortAgents(
+      team,
+      this.dueAgents(teamName, ids, now, report),
+      {
+        paneGone,
+        now,
+        report,
+      },
+    );
+    report.stale += stale.length;
+
+    let facts: ServerFacts = { server: undefined, statuses: {}, unanswered: new Map() };
+    if (stale.length > 0) facts = await serverFacts(new Set(stale.map((view) => view.state.cwd)));
+    const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => judgeStale(ctx, view, facts, now));
+    const work = new Map<string, Verdict | undefined>([
+      ...stale.map((view, index): [string, Verdict | undefined] => [view.state.agentId, verdicts[index]]),
+      ...toReset.map((view): [string, undefined] => [view.state.agentId, undefined]),
+    ]);
+    const outcomes = await ctx.store.updateAgents(team.name, [...work.keys()], (agentId, current) =>
+      decide(ctx, { team, agentId, agent: current, verdict: work.get(agentId), now, facts }),
+    );
+    const { deaths, reminders } = tallyOutcomes(outcomes, report);
+    await this.handOverDeaths(team, deaths, facts, report);
+    for (const agent of reminders) {
+      if (!agent.waitingFor) continue;
+      await tellLeaderWaiting(ctx, team.name, agent, reminderNotice(agent, agent.waitingFor, now));
+      report.reminded++;
+    }
+    if (overdueKills.length > 0) report.killsFinished += await this.finishOverdueKills(team, overdueKills);
+    report.delivered += await deliverPending(ctx, team, this.settledNotices);
+  }
+
+  /** The team, or undefined (its agents marked seen) while it cannot be read. */
+  private async readSweptTeam(teamName: string): Promise<TeamConfig | undefined> {
+    const read = await this.ctx.store.readTeam(teamName);
+    if (read.kind === "ok") return read.value;
+    // Nothing to do for its agents until the team can be read; the pane watch need not ask again every tick.
+    for (const agentId of await this.ctx.store.listAgentIds(teamName))
+      this.seen.add(`${teamName}/${agentId}`);
+    return undefined;
+  }
+
+  /** Agents that must be read this sweep: the ones not known to be fresh (or final) until now. */
+  private dueAgents(teamName: string, ids: readonly string[], now: number, report: SweepReport): string[] {
     const due: string[] = [];
     for (const agentId of ids) {
       const until = this.skipUntil.get(`${teamName}/${agentId}`);
@@ -289,25 +253,37 @@ export class StaleSweeper {
       else if (until !== Number.POSITIVE_INFINITY) report.checked++;
     }
     report.read += due.length;
-    const reads = await ctx.store.readAgentViews(teamName, due);
-    const stale: AgentView[] = [];
-    const toReset: AgentView[] = [];
-    const overdueKills: AgentState[] = [];
+    return due;
+  }
+
+  /**
+   * Read the due agents and sort them: stale ones (to be judged), fresh ones with misses to reset, and graceful kills
+   * past their deadline. Records their panes and until when each need not be read again.
+   */
+  private async sortAgents(
+    team: TeamConfig,
+    due: readonly string[],
+    { paneGone, now, report }: { paneGone: ReadonlySet<string>; now: number; report: SweepReport },
+  ): Promise<{ stale: AgentView[]; toReset: AgentView[]; overdueKills: AgentState[] }> {
+    const { ctx } = this;
+    const threshold = ctx.options.staleThresholdMs;
+    const reads = await ctx.store.readAgentViews(team.name, due);
+    const sorted = { stale: [] as AgentView[], toReset: [] as AgentView[], overdueKills: [] as AgentState[] };
     for (const [index, result] of reads.entries()) {
       if (result.kind === "corrupt") {
-        ctx.log("warn", `stale sweep skipped agent ${due[index]} of team ${teamName}`, {
+        ctx.log("warn", `stale sweep skipped agent ${due[index]} of team ${team.name}`, {
           warning: result.warning,
         });
       }
       if (result.kind !== "ok") continue;
       const view = result.value;
-      const key = `${teamName}/${view.state.agentId}`;
+      const key = `${team.name}/${view.state.agentId}`;
       this.awaitingPane.delete(key);
       if (!isSweptMember(team, view.state)) {
         this.panes.delete(key);
         // Final states and the leader never need another look; shutting_down may still go either way.
         if (view.state.status !== "shutting_down") this.skipUntil.set(key, Number.POSITIVE_INFINITY);
-        else if (killOverdue(view.state, now, ctx.options)) overdueKills.push(view.state);
+        else if (killOverdue(view.state, now, ctx.options)) sorted.overdueKills.push(view.state);
         continue;
       }
       report.checked++;
@@ -318,75 +294,34 @@ export class StaleSweeper {
         this.awaitingPane.add(key);
       const freshUntil = Date.parse(view.heartbeatTs) + threshold;
       // A gone pane goes to the verdict, which confirms it and declares the agent dead whatever its heartbeat says.
-      if (now > freshUntil || paneGone.has(view.state.agentId)) stale.push(view);
-      else if (view.state.consecutiveMisses > 0) toReset.push(view);
+      if (now > freshUntil || paneGone.has(view.state.agentId)) sorted.stale.push(view);
+      else if (view.state.consecutiveMisses > 0) sorted.toReset.push(view);
       // Heartbeats only ever make an agent fresher: until then it cannot be stale, so it need not be read. Except an
       // agent whose pane is still being opened (spawn records it after the prompt): read it until its pane is known.
       else if (view.state.headless || view.state.paneId) this.skipUntil.set(key, freshUntil);
     }
-    report.stale += stale.length;
+    return sorted;
+  }
 
-    let facts: ServerFacts = { server: undefined, statuses: {}, unanswered: new Map() };
-    if (stale.length > 0) facts = await serverFacts(new Set(stale.map((view) => view.state.cwd)));
-    const verdicts = await mapLimit(stale, CHECK_CONCURRENCY, (view) => this.verdict(view, facts, now));
-
-    const deaths: Omit<InactiveAgent, "tasks">[] = [];
-    const reminders: AgentState[] = [];
-    const abortable: AgentState[] = [];
-    const work: { view: AgentView; verdict: Verdict | undefined }[] = [
-      ...stale.map((view, index) => ({ view, verdict: verdicts[index] })),
-      ...toReset.map((view) => ({ view, verdict: undefined })),
-    ];
-    const verdictOf = new Map(work.map(({ view, verdict }) => [view.state.agentId, verdict]));
-    const outcomes = await ctx.store.updateAgents(team.name, [...verdictOf.keys()], (agentId, current) =>
-      this.decide(team, agentId, current, verdictOf.get(agentId), now, facts),
-    );
-    for (const outcome of outcomes) {
-      switch (outcome.kind) {
-        case "inactive":
-          deaths.push(outcome.death);
-          if (facts.statuses[outcome.death.agent.sessionId] !== undefined)
-            abortable.push(outcome.death.agent);
-          break;
-        case "miss":
-          report.misses++;
-          break;
-        case "refreshed":
-          report.refreshed++;
-          break;
-        case "reset":
-          report.reset++;
-          break;
-        case "waiting":
-          report.waiting++;
-          break;
-        case "remind":
-          report.waiting++;
-          reminders.push(outcome.agent);
-          break;
-        default:
-          break;
-      }
-    }
-
-    if (deaths.length > 0) {
-      report.inactive.push(...(await handOverInactive(ctx, team, deaths)));
-      // A session the server still runs would keep working on tasks that were just handed to someone else. Aborted
-      // under the agent's lock, like every abort of an ended record: a resume may have handed the session on already.
-      await mapLimit(abortable, CHECK_CONCURRENCY, async (agent) => {
-        const skipped = await abortEndedSession(ctx, agent, { wasRunning: true }).catch((error: unknown) => [
-          error instanceof Error ? error.message : String(error),
-        ]);
-        for (const warning of skipped) ctx.log("info", `stale sweep: ${warning}`, { team: team.name });
-      });
-    }
-    for (const agent of reminders) {
-      if (!agent.waitingFor) continue;
-      await tellLeaderWaiting(ctx, team.name, agent, reminderNotice(agent, agent.waitingFor, now));
-      report.reminded++;
-    }
-    if (overdueKills.length > 0) report.killsFinished += await this.finishOverdueKills(team, overdueKills);
-    report.delivered += await deliverPending(ctx, team, this.settledNotices);
+  /** Hand the dead agents' tasks back and tell the leader; abort the sessions the server still runs. */
+  private async handOverDeaths(
+    team: TeamConfig,
+    deaths: readonly Omit<InactiveAgent, "tasks">[],
+    facts: ServerFacts,
+    report: SweepReport,
+  ): Promise<void> {
+    if (deaths.length === 0) return;
+    const { ctx } = this;
+    report.inactive.push(...(await handOverInactive(ctx, team, deaths)));
+    // A session the server still runs would keep working on tasks that were just handed to someone else. Aborted
+    // under the agent's lock, like every abort of an ended record: a resume may have handed the session on already.
+    const abortable = deaths.filter(({ agent }) => facts.statuses[agent.sessionId] !== undefined);
+    await mapLimit(abortable, CHECK_CONCURRENCY, async ({ agent }) => {
+      const skipped = await abortEndedSession(ctx, agent, { wasRunning: true }).catch((error: unknown) => [
+        error instanceof Error ? error.message : String(error),
+      ]);
+      for (const warning of skipped) ctx.log("info", `stale sweep: ${warning}`, { team: team.name });
+    });
   }
 
   /**
@@ -430,138 +365,5 @@ export class StaleSweeper {
       if (live && !ownsLivePane(live, pane)) gone.add(agentId);
     }
     return gone;
-  }
-
-  /** Check the facts before calling a stale agent missing: its session, its pane, whether the server says it works. */
-  private async verdict(view: AgentView, facts: ServerFacts, now: number): Promise<Verdict> {
-    const { state } = view;
-    const known = statusKnown(facts, state);
-    const activity = known ? facts.statuses[state.sessionId] : undefined;
-    if (known && facts.server && activity === undefined) {
-      // Idle sessions are left out of the status map, so only an explicit lookup tells idle from deleted.
-      const exists = await facts.server.sessionExists(state.sessionId).catch(() => undefined);
-      if (exists === false) {
-        return {
-          kind: "dead",
-          cause: "session_gone",
-          reason: `its OpenCode session ${state.sessionId} no longer exists`,
-        };
-      }
-    }
-    const paneRef = agentPaneRef(state);
-    if (paneRef) {
-      const pane = await this.ctx.edges.tmux.paneState(paneRef).catch(() => "unknown" as const);
-      if (pane === "gone")
-        return { kind: "dead", cause: "pane_gone", reason: `its tmux pane ${state.paneId} is gone` };
-    }
-    if (state.waitingFor) return { kind: "waiting" };
-    if (activity === "busy" || activity === "retry") {
-      const quietMs = now - lastSignOfLife(view);
-      if (quietMs <= this.ctx.options.busyCapMs) return { kind: "busy" };
-      return { kind: "miss", cause: "busy_cap", busyForS: seconds(quietMs) };
-    }
-    return { kind: "miss", cause: "stale" };
-  }
-
-  /** A waiting agent is neither counted missing nor capped; the leader is reminded once when it waits too long. */
-  private decideWaiting(
-    agent: AgentState,
-    withMissesReset: AgentState,
-    now: number,
-  ): BatchChange<SweepOutcome> {
-    const waiting = agent.waitingFor;
-    // Answered between the verdict and the lock: the next sweep judges it afresh.
-    if (!waiting) return { result: { kind: "none" } };
-    const base = agent.consecutiveMisses > 0 ? withMissesReset : agent;
-    if (waiting.remindedAt || now - Date.parse(waiting.since) < this.ctx.options.waitingRemindMs) {
-      return { ...(base !== agent ? { next: base } : {}), result: { kind: "waiting" } };
-    }
-    const nowIso = new Date(now).toISOString();
-    const next: AgentState = { ...base, waitingFor: { ...waiting, remindedAt: nowIso }, updatedAt: nowIso };
-    return { next, result: { kind: "remind", agent: next } };
-  }
-
-  /**
-   * Re-check with the agent's lock held (a heartbeat or another sweeper may have come first) and say what to write.
-   * The agent's new state goes into the batch; the heartbeat slot of a busy agent is written here, in place.
-   */
-  private async decide(
-    team: TeamConfig,
-    agentId: string,
-    agent: AgentState | undefined,
-    verdict: Verdict | undefined,
-    now: number,
-    facts: ServerFacts,
-  ): Promise<BatchChange<SweepOutcome>> {
-    const { ctx } = this;
-    const { store } = ctx;
-    const { staleThresholdMs, sweepIntervalMs, graceMisses } = ctx.options;
-    if (!agent || !isSweptMember(team, agent)) return { result: { kind: "none" } };
-    const slot = await store.readHeartbeat(team.name, agentId);
-    const nowIso = new Date(now).toISOString();
-    const heartbeatTs = effectiveHeartbeatTs(agent, slot.record);
-    const fresh = now - Date.parse(heartbeatTs) <= staleThresholdMs;
-    const withMissesReset: AgentState = {
-      ...agent,
-      consecutiveMisses: 0,
-      lastMissAt: undefined,
-      updatedAt: nowIso,
-    };
-
-    // Dead is a fact (pane or session gone), not a matter of heartbeat age: a session still running on the server
-    // can keep heartbeating after the user closed its pane.
-    if (verdict?.kind === "dead") {
-      const next = markedInactive(agent, verdict.reason, nowIso);
-      return {
-        next,
-        result: { kind: "inactive", death: { agent: next, cause: verdict.cause, reason: verdict.reason } },
-      };
-    }
-    if (verdict?.kind === "waiting") return this.decideWaiting(agent, withMissesReset, now);
-    if (fresh || verdict === undefined) {
-      if (!fresh || agent.consecutiveMisses === 0) return { result: { kind: "none" } };
-      return { next: withMissesReset, result: { kind: "reset" } };
-    }
-    if (verdict.kind === "busy") {
-      await store.writeHeartbeat(
-        team.name,
-        agentId,
-        nextHeartbeat(slot.record, nowIso, "sweep_busy_check", { event: false }),
-      );
-      return {
-        ...(agent.consecutiveMisses > 0 ? { next: withMissesReset } : {}),
-        result: { kind: "refreshed" },
-      };
-    }
-    // Another sweeper counted this interval's miss already. The 10% slack absorbs timer jitter.
-    if (agent.lastMissAt && now - Date.parse(agent.lastMissAt) < sweepIntervalMs * 0.9)
-      return { result: { kind: "none" } };
-    // Misses are consecutive only when no heartbeat came in since the last one was counted.
-    const consecutive =
-      agent.lastMissAt && Date.parse(heartbeatTs) <= Date.parse(agent.lastMissAt)
-        ? agent.consecutiveMisses + 1
-        : 1;
-    if (consecutive < graceMisses) {
-      return {
-        next: { ...agent, consecutiveMisses: consecutive, lastMissAt: nowIso, updatedAt: nowIso },
-        result: { kind: "miss" },
-      };
-    }
-    const quiet = seconds(now - Date.parse(heartbeatTs));
-    let reason =
-      verdict.cause === "busy_cap"
-        ? `its session has reported busy with no activity for ${verdict.busyForS ?? quiet} s (cap ${seconds(ctx.options.busyCapMs)} s)`
-        : `no heartbeat for ${quiet} s (${consecutive} missed sweeps)`;
-    if (verdict.cause === "stale" && !statusKnown(facts, agent)) {
-      reason += facts.server
-        ? `; the project's OpenCode server did not answer for its directory ${agent.cwd}`
-        : "; the project's OpenCode server is not running";
-    }
-    const next = markedInactive(
-      { ...agent, consecutiveMisses: consecutive, lastMissAt: nowIso },
-      reason,
-      nowIso,
-    );
-    return { next, result: { kind: "inactive", death: { agent: next, cause: verdict.cause, reason } } };
   }
 }

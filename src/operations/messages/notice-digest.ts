@@ -9,7 +9,7 @@ import { serverWithSession, sessionShows } from "./delivery.ts";
 export const SYSTEM_SENDER = "opencode-teams";
 
 /** One pending flush per team and process: the one that closes the current digest window. */
-const timers = new Map<string, ReturnType<typeof setTimeout>>();
+const scheduled = new Set<string>();
 
 function digestHeader(team: TeamConfig, digestId: string): string {
   return `[notice from ${SYSTEM_SENDER} via team ${team.name}, id ${digestId}]`;
@@ -49,13 +49,13 @@ async function pendingNotices(ctx: TeamsContext, team: TeamConfig): Promise<File
   return items.filter((message) => isNotice(message) && !message.deliveredAt);
 }
 
-function timerKey(ctx: TeamsContext, team: TeamConfig): string {
+function flushKey(ctx: TeamsContext, team: TeamConfig): string {
   return `${ctx.store.paths.root}\0${team.name}`;
 }
 
 /** Whether this process already waits for the current window's end: a notice written now goes with that flush. */
 export function flushScheduled(ctx: TeamsContext, team: TeamConfig): boolean {
-  return timers.has(timerKey(ctx, team));
+  return scheduled.has(flushKey(ctx, team));
 }
 
 /** How far a last-sent time may lie ahead of this clock (processes' clocks differ a little) and still hold a window. */
@@ -71,26 +71,28 @@ function sinceLastDigest(lastSentAt: string | undefined, now: number): number {
   return Math.max(0, now - sent);
 }
 
-/** Arrange for this process to flush again once the window that started at the last digest is over. */
+/**
+ * Arrange for this process to flush again once the window that started at the last digest is over. The wait is in the
+ * background: a process that exits with a flush pending leaves it to the sweep of another one.
+ */
 function schedule(ctx: TeamsContext, team: TeamConfig, delayMs: number): void {
-  const key = timerKey(ctx, team);
-  if (timers.has(key)) return;
-  const timer = setTimeout(() => {
-    timers.delete(key);
-    // Read afresh: the team may have gone (its directory must not be recreated by the lock) or changed its leader.
-    ctx.store
-      .readTeam(team.name)
-      .then((current) => (current.kind === "ok" ? flushNotices(ctx, current.value) : 0))
-      .catch((error: unknown) => {
-        ctx.log("warn", "flushing the leader's notices failed; the sweep retries", {
-          team: team.name,
-          error: error instanceof Error ? error.message : String(error),
-        });
+  const key = flushKey(ctx, team);
+  if (scheduled.has(key)) return;
+  scheduled.add(key);
+  void ctx.clock
+    .sleep(delayMs, undefined, { background: true })
+    .then(() => {
+      scheduled.delete(key);
+      // Read afresh: the team may have gone (its directory must not be recreated by the lock) or changed its leader.
+      return ctx.store.readTeam(team.name);
+    })
+    .then((current) => (current.kind === "ok" ? flushNotices(ctx, current.value) : 0))
+    .catch((error: unknown) => {
+      ctx.log("warn", "flushing the leader's notices failed; the sweep retries", {
+        team: team.name,
+        error: error instanceof Error ? error.message : String(error),
       });
-  }, delayMs);
-  // A process that exits with a flush pending leaves it to the sweep of another one.
-  timer.unref?.();
-  timers.set(key, timer);
+    });
 }
 
 /**

@@ -1,0 +1,176 @@
+import type { HeartbeatSource } from "../../state/schemas.ts";
+import type { WaitingRequest } from "./waiting.ts";
+
+// OpenCode's events (the in-process hook and the project server's stream) read as liveness signals; monitor.ts acts
+// on them.
+
+/** What an OpenCode event says about a session, reduced to what liveness needs. */
+export type Signal =
+  | { kind: "busy"; sessionId: string; source: HeartbeatSource; resync?: boolean }
+  | { kind: "idle"; sessionId: string; source: HeartbeatSource; resync?: boolean }
+  /** `running`: a tool part that is pending or running, so a turn is certainly under way. */
+  | { kind: "activity"; sessionId: string; source: HeartbeatSource; running: boolean }
+  | { kind: "error"; sessionId: string; name: string; message: string | undefined }
+  | { kind: "deleted"; sessionId: string }
+  /** The session asks for a permission or asked a question, and waits for the answer. */
+  | { kind: "waiting"; sessionId: string; request: WaitingRequest }
+  /** A pending request was answered (by anyone: answer-permission, the pane, the server rejecting it on abort). */
+  | { kind: "answered"; sessionId: string; requestId: string };
+
+type Json = Record<string, unknown>;
+
+function record(value: unknown): Json | undefined {
+  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Json) : undefined;
+}
+
+function text(value: unknown): string | undefined {
+  return typeof value === "string" && value !== "" ? value : undefined;
+}
+
+function patternOf(value: unknown): string | undefined {
+  if (Array.isArray(value)) {
+    const patterns = value.filter((item): item is string => typeof item === "string" && item !== "");
+    return patterns.length > 0 ? patterns.join(" ") : undefined;
+  }
+  return text(value);
+}
+
+/**
+ * A permission request. OpenCode 1.18.33 sends `permission.asked` (`permission`, `patterns`); the 1.x SDK types name
+ * `permission.updated` (`type`, `title`, `pattern`): both are read.
+ */
+export function permissionAsked(props: Json): Signal | undefined {
+  const sessionId = text(props.sessionID);
+  const requestId = text(props.id);
+  if (!sessionId || !requestId) return undefined;
+  const title = text(props.title) ?? text(props.permission) ?? text(props.type) ?? "permission";
+  const pattern = patternOf(props.patterns) ?? patternOf(props.pattern);
+  return {
+    kind: "waiting",
+    sessionId,
+    request: { kind: "permission", requestId, title, ...(pattern ? { pattern } : {}) },
+  };
+}
+
+export function questionAsked(props: Json): Signal | undefined {
+  const sessionId = text(props.sessionID);
+  const requestId = text(props.id);
+  if (!sessionId || !requestId) return undefined;
+  const questions = Array.isArray(props.questions) ? props.questions.map(record) : [];
+  const title =
+    questions
+      .map((question) => text(question?.question) ?? text(question?.header))
+      .filter((line): line is string => line !== undefined)
+      .join(" / ") || "a question";
+  return { kind: "waiting", sessionId, request: { kind: "question", requestId, title } };
+}
+
+function answered(props: Json): Signal | undefined {
+  const sessionId = text(props.sessionID);
+  const requestId = text(props.requestID) ?? text(props.permissionID);
+  return sessionId && requestId ? { kind: "answered", sessionId, requestId } : undefined;
+}
+
+/**
+ * Map an event (in-process bus or SSE; same shape) to a signal. Shapes are read defensively: the stream also carries
+ * events the SDK types do not list, and a field missing in some version must not throw.
+ */
+export function classifyEvent(event: unknown): Signal | undefined {
+  const root = record(event);
+  const type = text(root?.type);
+  const props = record(root?.properties) ?? {};
+  switch (type) {
+    case "session.status":
+    case "session.idle":
+    case "session.updated":
+    case "session.deleted":
+    case "session.error":
+      return sessionSignal(type, props);
+    case "message.updated":
+    case "message.part.updated":
+      return messageSignal(type, props);
+    case "permission.asked":
+    case "permission.updated":
+      return permissionAsked(props);
+    case "question.asked":
+      return questionAsked(props);
+    case "permission.replied":
+    case "question.replied":
+    case "question.rejected":
+      return answered(props);
+    default:
+      return undefined;
+  }
+}
+
+function sessionSignal(type: string, props: Json): Signal | undefined {
+  const info = record(props.info);
+  switch (type) {
+    case "session.status": {
+      const sessionId = text(props.sessionID);
+      const status = text(record(props.status)?.type);
+      if (!sessionId || !status) return undefined;
+      if (status === "busy" || status === "retry")
+        return { kind: "busy", sessionId, source: "sdk_session_status" };
+      if (status === "idle") return { kind: "idle", sessionId, source: "sdk_session_status" };
+      return undefined;
+    }
+    case "session.idle": {
+      const sessionId = text(props.sessionID);
+      return sessionId ? { kind: "idle", sessionId, source: "sdk_session_idle" } : undefined;
+    }
+    case "session.updated": {
+      const sessionId = text(props.sessionID) ?? text(info?.id);
+      return sessionId
+        ? { kind: "activity", sessionId, source: "sdk_session_updated", running: false }
+        : undefined;
+    }
+    case "session.deleted": {
+      const sessionId = text(props.sessionID) ?? text(info?.id);
+      return sessionId ? { kind: "deleted", sessionId } : undefined;
+    }
+    case "session.error": {
+      const sessionId = text(props.sessionID);
+      if (!sessionId) return undefined;
+      const error = record(props.error);
+      return {
+        kind: "error",
+        sessionId,
+        name: text(error?.name) ?? "UnknownError",
+        message: text(record(error?.data)?.message),
+      };
+    }
+    default:
+      return undefined;
+  }
+}
+
+function messageSignal(type: string, props: Json): Signal | undefined {
+  if (type === "message.updated") {
+    const sessionId = text(props.sessionID) ?? text(record(props.info)?.sessionID);
+    return sessionId ? { kind: "activity", sessionId, source: "sdk_message", running: false } : undefined;
+  }
+  const part = record(props.part);
+  const sessionId = text(props.sessionID) ?? text(part?.sessionID);
+  if (!sessionId) return undefined;
+  if (part?.type !== "tool") return { kind: "activity", sessionId, source: "sdk_message", running: false };
+  const status = text(record(part.state)?.status);
+  return {
+    kind: "activity",
+    sessionId,
+    source: "sdk_tool_execute",
+    running: status === "pending" || status === "running",
+  };
+}
+
+/** OpenCode names this error ContextOverflowError; providers' own wording shows up inside APIError messages. */
+export function isContextOverflow(name: string, message: string | undefined): boolean {
+  if (name === "ContextOverflowError") return true;
+  return /context[_ ]length[_ ]exceeded|maximum context length|prompt is too long|context window/i.test(
+    message ?? "",
+  );
+}
+
+export function describeError(name: string, message: string | undefined): string {
+  return message ? `${name}: ${message}` : name;
+}
