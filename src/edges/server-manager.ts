@@ -208,7 +208,10 @@ const startedHere = new Set<number>();
 export class ServerManager {
   private readonly env: NodeJS.ProcessEnv;
   private cached: { key: string; api: OpencodeApi } | undefined;
-  /** pid, port and start time of the last server that passed checkListener: current() is called on every sweep. */
+  /**
+   * pid, port, start time and listening sockets of the last server that passed checkListener: current() is called on
+   * every sweep.
+   */
   private verifiedKey: string | undefined;
   private readonly infoStore: ServerInfoStore;
 
@@ -286,8 +289,11 @@ export class ServerManager {
 
   /** checkListener, and then this project's markers in the process's environment: nothing is sent, nothing signalled. */
   private async verify(info: ServerInfo): Promise<ServerCheck> {
-    const ticks = await processStartTicks(info.pid);
-    const key = `${info.pid}:${info.port}:${ticks}`;
+    // The listening sockets are part of the key: a server of ours that let its port go must not vouch for whoever
+    // took the port next. /proc/net/tcp is one read; the full check walks every fd of the process.
+    const [ticks, listeners] = await Promise.all([processStartTicks(info.pid), listeningSockets()]);
+    const sockets = (listeners?.get(info.port) ?? []).sort().join(",");
+    const key = `${info.pid}:${info.port}:${ticks}:${sockets}`;
     if (ticks !== undefined && key === this.verifiedKey && processRunning(info.pid)) return "ours";
     let check: ServerCheck = await checkListener(info.pid, HOSTNAME, info.port);
     if ((check === "ours" || check === "not-listening") && !(await this.carriesMarkers(info.pid))) {

@@ -81,6 +81,18 @@ async function waitForListener(port: number): Promise<void> {
   throw new Error(`nothing listens on ${port}`);
 }
 
+async function waitForNoListener(port: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const open = await fetch(`http://127.0.0.1:${port}/`).then(
+      () => true,
+      () => false,
+    );
+    if (!open) return;
+    await Bun.sleep(50);
+  }
+  throw new Error(`${port} still listens`);
+}
+
 function readInfo(file: string): ServerInfo {
   return ServerInfoSchema.parse(JSON.parse(readFileSync(file, "utf8")));
 }
@@ -135,6 +147,27 @@ describe("a server.json we did not write", () => {
         .ensureRunning();
       expect(again.info.pid).toBe(ours.info.pid);
       expect(again.url).toBe(`http://127.0.0.1:${ours.info.port}`);
+      expect(fake.seen).toEqual([]);
+    } finally {
+      fake.server.stop(true);
+    }
+  });
+});
+
+describe("what a process remembers of its verified server", () => {
+  test("our server closes its port and an impostor takes it: the remembered check does not send it the password", async () => {
+    const { dir, paths } = kit.project("port-taken");
+    const servers = kit.manager(dir, paths, { OPENCODE_SERVER_PASSWORD: "user-secret" });
+    const ours = kit.track(await servers.ensureRunning());
+    expect(await servers.current()).toBeDefined();
+    // Same pid, same start time, same port: only the listening socket changed hands.
+    process.kill(ours.info.pid, "SIGUSR1");
+    await waitForNoListener(ours.info.port);
+    const fake = impostor("127.0.0.1", ours.info.port);
+    try {
+      expect(processRunning(ours.info.pid)).toBe(true);
+      expect(await servers.current()).toBeUndefined();
+      await servers.ensureRunning().then(kit.track, () => undefined);
       expect(fake.seen).toEqual([]);
     } finally {
       fake.server.stop(true);
