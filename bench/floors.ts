@@ -4,7 +4,7 @@
  * and not its floor.
  */
 import { constants } from "node:fs";
-import { open, readdir, readFile, rename, stat, unlink } from "node:fs/promises";
+import { open, readdir, readFile, rename, stat, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -39,12 +39,8 @@ function slotImage(): Buffer {
 
 /** One in-place write of a whole slot, no fsync: the heartbeat's durability. */
 export async function bareSlotWrite(file: string): Promise<void> {
-  const handle = await open(file, constants.O_RDWR | constants.O_CREAT, 0o644);
-  try {
-    await handle.write(slotImage(), 0, SLOT_BYTES, 0);
-  } finally {
-    await handle.close();
-  }
+  // One native call, open (created if missing, never truncated), write at 0, close: the store's own primitive.
+  await writeFile(file, slotImage(), { flag: constants.O_RDWR | constants.O_CREAT, mode: 0o644 });
 }
 
 /**
