@@ -37,6 +37,13 @@ const UNRESPONSIVE_PROBE_MS = 2_000;
 const LOG_TAIL_LINES = 15;
 const LOG_ROTATE_BYTES = 5 * 1024 * 1024;
 const START_ATTEMPTS = 3;
+/**
+ * How long a healthy answer from a server verified ours is taken as still true by this process. A busy server (agents'
+ * panes booting on a small machine) can take seconds to answer a health check that tells nothing new; identity (pid,
+ * start time, listening sockets) is still checked on every call, so a server that died or let its port go is not
+ * trusted, and one that hangs fails the spawn's own requests with their own errors.
+ */
+const HEALTH_TRUST_MS = 120_000;
 
 /** `Failed to start OpenCode server: <details>` (specs/spawn-agent.md); details end with the server log's last lines. */
 export class ServerStartError extends Error {
@@ -214,6 +221,8 @@ export class ServerManager {
    */
   private verifiedKey: string | undefined;
   private readonly infoStore: ServerInfoStore;
+  /** verifiedKey and credentials of the server that last answered healthy here, and when. */
+  private healthy: { key: string; at: number } | undefined;
 
   constructor(private readonly config: ServerManagerConfig) {
     this.env = config.env ?? process.env;
@@ -343,7 +352,13 @@ export class ServerManager {
     const credentials = this.credentialsOf(info);
     // Protected by the user's password, which this process was not given: as good as a wrong one.
     if (!credentials) return info.auth ? { kind: "unauthorized", info } : { kind: "open", info };
+    const trustKey =
+      this.verifiedKey && `${this.verifiedKey} ${credentials.username}:${credentials.password}`;
+    if (trustKey && this.healthy?.key === trustKey && Date.now() - this.healthy.at < HEALTH_TRUST_MS) {
+      return { kind: "healthy", server: this.wrap(info) };
+    }
     const health = await probeHealthRepeatedly(urlOf(info.port), credentials, attempts, timeoutMs);
+    this.healthy = health === "healthy" && trustKey ? { key: trustKey, at: Date.now() } : undefined;
     if (health === "healthy") return { kind: "healthy", server: this.wrap(info) };
     if (health === "unauthorized") return { kind: "unauthorized", info };
     return { kind: "unresponsive", info, why: "its health check does not answer" };

@@ -3,7 +3,7 @@
  * ports, reuse, detaching, credentials, and every way a start can fail. The real binary is covered in tests/e2e.
  */
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readlink } from "node:fs/promises";
 import net from "node:net";
 import path from "node:path";
@@ -79,6 +79,32 @@ describe("ensureRunning", () => {
     const second = track(await servers.ensureRunning());
     expect(second.info.pid).not.toBe(first.info.pid);
   });
+
+  test("a healthy answer is trusted for a while by the manager that got it, never across a server that changed", async () => {
+    const { dir, paths } = project("trusted");
+    const wedge = path.join(root, "trusted-wedge.flag");
+    const env = { FAKE_SERVE_WEDGE: wedge };
+    const servers = manager(dir, paths, env, { startTimeoutMs: 1_500 });
+    const first = track(await servers.ensureRunning());
+    expect((await servers.ensureRunning()).info.pid).toBe(first.info.pid);
+    writeFileSync(wedge, "");
+    try {
+      // Busy now: the manager that just heard it healthy does not ask again; a fresh one (another process) does.
+      expect((await servers.ensureRunning()).info.pid).toBe(first.info.pid);
+      const fresh = await manager(dir, paths, env, { startTimeoutMs: 1_500 })
+        .ensureRunning()
+        .catch((e: unknown) => e);
+      expect(fresh).toBeInstanceOf(ServerStartError);
+      // Same pid, but its listening socket is gone: the trust went with it.
+      process.kill(first.info.pid, "SIGUSR1");
+      for (let i = 0; i < 100 && (await servers.current()); i++) await Bun.sleep(20);
+      const after = await servers.ensureRunning().catch((e: unknown) => e);
+      expect(after).toBeInstanceOf(ServerStartError);
+      expect((after as Error).message).toContain("does not listen");
+    } finally {
+      rmSync(wedge, { force: true });
+    }
+  }, 30_000);
 
   test("concurrent ensureRunning from several managers (processes) starts exactly one server", async () => {
     const { dir, paths } = project("race");
