@@ -268,6 +268,21 @@ export class TeamStore {
     await rm(this.paths.heartbeatSlot(teamName, agentId), { force: true });
   }
 
+  /** Run `fn` holding the team's pane lock: panes opened at once into one window would fight over its layout. */
+  withPaneLock<T>(teamName: string, fn: () => Promise<T>): Promise<T> {
+    return withFileLock(this.paths.paneLock(teamName), fn, this.lockTiming);
+  }
+
+  /** Run `fn` holding the project's merge lock: one merge into the leader's checkout at a time. */
+  withMergeLock<T>(fn: () => Promise<T>): Promise<T> {
+    return withFileLock(this.paths.mergeLock, fn, this.lockTiming);
+  }
+
+  /** Run `fn` holding one inbox message's lock: it is delivered by one process, once. */
+  withInboxMessageLock<T>(message: { file: string }, fn: () => Promise<T>): Promise<T> {
+    return withFileLock(message.file, fn, this.lockTiming);
+  }
+
   /** Run `fn` holding the agent's lock: per-agent locks keep heartbeats of different agents from contending. */
   withAgentLock<T>(teamName: string, agentId: string, fn: () => Promise<T>): Promise<T> {
     return withFileLock(this.paths.agentState(teamName, agentId), fn, this.lockTiming);

@@ -1,6 +1,5 @@
 import type { ServerCredentials } from "../../edges/server-auth.ts";
 import type { PaneRef } from "../../edges/tmux-api.ts";
-import { withFileLock } from "../../state/lock.ts";
 import type { AgentRole, TmuxPlacement } from "../../state/schemas.ts";
 import type { PaneTiming, TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
@@ -90,27 +89,23 @@ export async function openAgentPane(ctx: TeamsContext, input: AgentPaneInput): P
     "--dir",
     input.cwd,
   ];
-  const lockFile = ctx.store.paths.paneLock(input.teamName);
   const openedAt = ctx.clock.now();
-  const { paneId, panePid, server } = await withFileLock(
-    lockFile,
-    () =>
-      ctx.edges.tmux.openPane({
-        ...placement,
-        cwd: input.cwd,
-        command,
-        env,
-        title: `${input.name} (${input.role})`,
-        layout: ctx.options.tmuxLayout,
-        options: {
-          opencode_session_id: input.sessionId,
-          agent_id: input.agentId,
-          agent_name: input.name,
-          agent_color: input.color,
-          team_name: input.teamName,
-        },
-      }),
-    ctx.store.lockTiming,
+  const { paneId, panePid, server } = await ctx.store.withPaneLock(input.teamName, () =>
+    ctx.edges.tmux.openPane({
+      ...placement,
+      cwd: input.cwd,
+      command,
+      env,
+      title: `${input.name} (${input.role})`,
+      layout: ctx.options.tmuxLayout,
+      options: {
+        opencode_session_id: input.sessionId,
+        agent_id: input.agentId,
+        agent_name: input.name,
+        agent_color: input.color,
+        team_name: input.teamName,
+      },
+    }),
   );
   return {
     agentId: input.agentId,

@@ -1,6 +1,5 @@
 import { isoNow } from "../../clock.ts";
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
-import { withFileLock } from "../../state/lock.ts";
 import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
 import type { FiledMessage } from "../../state/team-store.ts";
 import type { TeamsContext } from "../context.ts";
@@ -91,32 +90,27 @@ export async function deliverInboxMessage(
   message: FiledMessage,
   recipient: string = message.to,
 ): Promise<DeliveryOutcome> {
-  const { file } = message;
-  return withFileLock(
-    file,
-    async () => {
-      const read = await ctx.store.readInboxMessage(team.name, file);
-      if (read.kind !== "ok") return { delivery: "stored", outcome: "gone" };
-      const current = { ...read.value, file };
-      if (current.deliveredAt) return { delivery: "queued", outcome: "already" };
-      const target = await targetOf(ctx, team, recipient);
-      if (!target) return { delivery: "stored", outcome: "stored" };
-      const { statuses } = await target.server.sessionStatuses(
-        target.directory ? [target.directory] : undefined,
-      );
-      const busy = statuses[target.sessionId] !== undefined;
-      if (current.attemptedAt && (await sessionShows(target, messageHeader(current)))) {
-        await ctx.store.markInboxDelivered(current, isoNow(ctx.clock));
-        return { delivery: "queued", outcome: "already" };
-      }
-      const attempted = await ctx.store.markInboxAttempted(current, isoNow(ctx.clock));
-      // Sent as a prompt even when busy: the turn in flight finishes undisturbed and the session's next model request
-      // carries the message (see specs/send-message.md); a turn ending just then still answers it.
-      const noReply = current.wake === false;
-      await target.server.promptAsync(target.sessionId, renderMessage(current), { noReply });
-      await ctx.store.markInboxDelivered(attempted, isoNow(ctx.clock));
-      return { delivery: busy || noReply ? "queued" : "prompted", outcome: "delivered" };
-    },
-    ctx.store.lockTiming,
-  );
+  return ctx.store.withInboxMessageLock(message, async () => {
+    const read = await ctx.store.readInboxMessage(team.name, message.file);
+    if (read.kind !== "ok") return { delivery: "stored", outcome: "gone" };
+    const current = { ...read.value, file: message.file };
+    if (current.deliveredAt) return { delivery: "queued", outcome: "already" };
+    const target = await targetOf(ctx, team, recipient);
+    if (!target) return { delivery: "stored", outcome: "stored" };
+    const { statuses } = await target.server.sessionStatuses(
+      target.directory ? [target.directory] : undefined,
+    );
+    const busy = statuses[target.sessionId] !== undefined;
+    if (current.attemptedAt && (await sessionShows(target, messageHeader(current)))) {
+      await ctx.store.markInboxDelivered(current, isoNow(ctx.clock));
+      return { delivery: "queued", outcome: "already" };
+    }
+    const attempted = await ctx.store.markInboxAttempted(current, isoNow(ctx.clock));
+    // Sent as a prompt even when busy: the turn in flight finishes undisturbed and the session's next model request
+    // carries the message (see specs/send-message.md); a turn ending just then still answers it.
+    const noReply = current.wake === false;
+    await target.server.promptAsync(target.sessionId, renderMessage(current), { noReply });
+    await ctx.store.markInboxDelivered(attempted, isoNow(ctx.clock));
+    return { delivery: busy || noReply ? "queued" : "prompted", outcome: "delivered" };
+  });
 }

@@ -1,5 +1,4 @@
 import type { CommitLine } from "../../edges/git-api.ts";
-import { withFileLock } from "../../state/lock.ts";
 import { assertAgentId, assertTeamName } from "../../state/paths.ts";
 import type { AgentState, AgentWorktree } from "../../state/schemas.ts";
 import { readAgentOrFail } from "../agents/finish.ts";
@@ -149,7 +148,7 @@ export async function mergeAgent(
     );
   }
   // One merge at a time in the leader's checkout: git's own index lock would fail the second half-way.
-  return withFileLock(ctx.store.paths.mergeLock, () => mergeLocked(ctx, input, repo), ctx.store.lockTiming);
+  return ctx.store.withMergeLock(() => mergeLocked(ctx, input, repo));
 }
 
 async function mergeLocked(
