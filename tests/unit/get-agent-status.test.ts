@@ -159,7 +159,7 @@ describe("get-agent-status", () => {
     const missing = uuidv4();
     expect(await status({ agentId: missing })).toMatchObject({
       success: false,
-      error: `Agent '${missing}' not found in team 'alpha'`,
+      error: `Agent '${missing}' not found in team 'alpha': call list-agents for its agents and their ids.`,
     });
   });
 

@@ -4,6 +4,7 @@ import type { TeamsContext } from "../context.ts";
 import { notifyLeader } from "../messages/notify.ts";
 import { CallerError, errorText, fail, type OpResult } from "../result.ts";
 import { loadTeam, resolveCaller } from "../team/identity.ts";
+import { agentLabel } from "./agent-words.ts";
 import { type FinishResult, finishAgent, readAgentOrFail } from "./finish.ts";
 
 export const SUMMARY_MAX = 4_000;
@@ -48,7 +49,7 @@ export async function completeAgent(
   const byItself = agent.sessionId === callerSessionId && caller?.agentId === agent.agentId;
   const ended =
     agent.status === "terminated"
-      ? `Agent '${agent.name}' (${agent.agentId}) already ended (${agent.outcome ?? "terminated"})`
+      ? `${agentLabel(agent)} already ended (${agent.outcome ?? "terminated"})`
       : undefined;
   if (ended && agent.sessionId === callerSessionId && caller && !byItself) {
     // A resumed agent may still quote its old id from earlier in its conversation.
@@ -61,7 +62,7 @@ export async function completeAgent(
   if (ended) return fail(ended);
   if (agent.status === "inactive") {
     return fail(
-      `Agent '${agent.name}' (${agent.agentId}) is inactive and was recorded as interrupted; resume it with resume-agent, or kill it`,
+      `${agentLabel(agent)} is inactive and was recorded as interrupted; resume it with resume-agent, or kill it`,
     );
   }
 

@@ -8,6 +8,7 @@ import { recountActiveSessions } from "../server/server-sessions.ts";
 import { reassignTasksOf } from "../team/task.ts";
 import { settleWorktree } from "../worktrees/worktrees.ts";
 import { closeAgentPane } from "./agent-pane.ts";
+import { agentNotFound } from "./agent-words.ts";
 import { releaseColor } from "./color-pool.ts";
 import { abortEndedSession } from "./session-abort.ts";
 
@@ -20,7 +21,7 @@ export async function readAgentOrFail(
   const read = await ctx.store.readAgent(team.name, agentId);
   if (read.kind === "ok") return read.value;
   if (read.kind === "corrupt") throw new CallerError(`Agent '${agentId}' cannot be read: ${read.warning}`);
-  throw new CallerError(`Agent '${agentId}' not found in team '${team.name}'`);
+  throw new CallerError(agentNotFound(agentId, team.name));
 }
 
 export interface FinishResult {

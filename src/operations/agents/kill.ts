@@ -5,6 +5,7 @@ import type { AgentState, AgentStatus, TeamConfig } from "../../state/schemas.ts
 import type { TeamsContext } from "../context.ts";
 import { errorText, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
+import { agentLabel, agentNotFound } from "./agent-words.ts";
 import { type FinishHow, type FinishResult, finishAgent, readAgentOrFail } from "./finish.ts";
 import { recordedModel } from "./model.ts";
 import { endUnknownAgent, findUnknownAgent } from "./unknown-agents.ts";
@@ -118,7 +119,7 @@ async function killUnknownAgent(
   input: KillAgentInput,
 ): Promise<OpResult<KillAgentOutput>> {
   const agent = await findUnknownAgent(ctx, team.name, input.agentId);
-  if (!agent) return fail(`Agent '${input.agentId}' not found in team '${team.name}'`);
+  if (!agent) return fail(agentNotFound(input.agentId, team.name));
   if (agent.role === "leader") return fail("The team leader cannot kill itself");
   const reason = input.reason?.trim() || "killed by the leader (its state file was damaged)";
   const end = await endUnknownAgent(ctx, team, agent, reason);
@@ -198,8 +199,7 @@ export async function killAgent(
   if (read.kind !== "ok") return killUnknownAgent(ctx, team, input);
   const agent = read.value;
   if (agent.role === "leader") return fail("The team leader cannot kill itself");
-  if (agent.status === "terminated")
-    return fail(`Agent '${agent.name}' (${agent.agentId}) is already terminated`);
+  if (agent.status === "terminated") return fail(`${agentLabel(agent)} is already terminated`);
 
   const reasonText = input.reason?.trim() || undefined;
   const warnings: string[] = [];
@@ -285,11 +285,11 @@ export async function confirmShutdown(
   const now = isoNow(ctx.clock);
   await ctx.store.updateAgent(team.name, agent.agentId, (current) => {
     if (!current) {
-      refusal = `Agent '${input.agentId}' not found in team '${team.name}'`;
+      refusal = agentNotFound(input.agentId, team.name);
       return undefined;
     }
     if (current.status === "terminated") {
-      refusal = `Agent '${current.name}' (${current.agentId}) is already terminated`;
+      refusal = `${agentLabel(current)} is already terminated`;
       return undefined;
     }
     if (current.status !== "shutting_down") {

@@ -14,6 +14,7 @@ import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
 import { worktreeCwd } from "../worktrees/worktrees.ts";
 import { resolveCwd } from "./agent-input.ts";
+import { agentLabel } from "./agent-words.ts";
 import { finishAgent, readAgentOrFail } from "./finish.ts";
 import { launchAgent, projectServerOrFail, type SpawnAgentOutput } from "./launch.ts";
 import { recordedModel } from "./model.ts";
@@ -50,24 +51,20 @@ function defaultContinuation(agent: AgentState, agentId: string): string {
   ].join("\n");
 }
 
-function who(agent: AgentState): string {
-  return `Agent '${agent.name}' (${agent.agentId})`;
-}
-
 /** Why `agent`'s status and role forbid a resume, or undefined when they allow one. */
 function statusRefusal(agent: AgentState): string | undefined {
   if (agent.role === "leader") return "The team leader cannot be resumed";
   if (agent.status === "terminated" && !RESUMABLE_OUTCOMES.has(agent.outcome ?? "")) {
-    return `${who(agent)} ended as ${agent.outcome ?? "terminated"}; only an inactive, interrupted, failed or timed-out agent can be resumed. Spawn a new agent for new work.`;
+    return `${agentLabel(agent)} ended as ${agent.outcome ?? "terminated"}; only an inactive, interrupted, failed or timed-out agent can be resumed. Spawn a new agent for new work.`;
   }
   if (agent.status !== "terminated" && agent.status !== "inactive") {
-    return `${who(agent)} is ${agent.status}, not interrupted; only an inactive, interrupted, failed or timed-out agent can be resumed`;
+    return `${agentLabel(agent)} is ${agent.status}, not interrupted; only an inactive, interrupted, failed or timed-out agent can be resumed`;
   }
   return undefined;
 }
 
 function alreadyResumed(agent: AgentState, successor: Pick<AgentState, "name" | "agentId">): string {
-  return `${who(agent)} was already resumed as ${successor.name} (${successor.agentId}); resume that one instead if it stopped too`;
+  return `${agentLabel(agent)} was already resumed as ${successor.name} (${successor.agentId}); resume that one instead if it stopped too`;
 }
 
 /** Why `agent` cannot be resumed, or undefined when it can (a first look; the claim decides under the lock). */
@@ -93,7 +90,8 @@ async function claimResume(
   const { teamName, agentId } = agent;
   return ctx.store.withAgentLock(teamName, agentId, async () => {
     const read = await ctx.store.readAgent(teamName, agentId);
-    if (read.kind !== "ok") return `${who(agent)} can no longer be read (${read.kind}); check list-agents`;
+    if (read.kind !== "ok")
+      return `${agentLabel(agent)} can no longer be read (${read.kind}); check list-agents`;
     const current = read.value;
     const refused = statusRefusal(current);
     if (refused) return refused;
@@ -101,7 +99,7 @@ async function claimResume(
       const successor = await ctx.store.readAgent(teamName, current.resumedBy);
       if (successor.kind === "ok") return alreadyResumed(current, successor.value);
       if (successor.kind === "corrupt" || claimHolds(ctx.edges.processes, current, ctx.clock.now())) {
-        return `${who(current)} is being resumed right now as agent ${current.resumedBy} by another resume-agent call; wait for it, then check list-agents for that agent`;
+        return `${agentLabel(current)} is being resumed right now as agent ${current.resumedBy} by another resume-agent call; wait for it, then check list-agents for that agent`;
       }
       ctx.log("warn", `resume of ${agentId} as ${current.resumedBy} never launched; claiming it again`);
     }
@@ -128,7 +126,7 @@ async function resumableCwd(ctx: TeamsContext, old: AgentState): Promise<string>
   } catch (error) {
     if (!(error instanceof CallerError)) throw error;
     throw new CallerError(
-      `${error.message} ${who(old)} cannot be resumed there: spawn a new agent with a cwd inside the project.`,
+      `${error.message} ${agentLabel(old)} cannot be resumed there: spawn a new agent with a cwd inside the project.`,
     );
   }
 }

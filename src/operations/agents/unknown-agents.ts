@@ -9,6 +9,7 @@ import { errorText } from "../result.ts";
 import { recountActiveSessions } from "../server/server-sessions.ts";
 import { reassignTasksOf } from "../team/task.ts";
 import { closeAgentPane, teamSessionName, teamWindowName } from "./agent-pane.ts";
+import { agentLabel } from "./agent-words.ts";
 import { releaseColor } from "./color-pool.ts";
 import { abortEndedSession } from "./session-abort.ts";
 
@@ -38,12 +39,12 @@ export interface UnknownAgent {
 }
 
 function describe(trace: UnreadableAgent, name: string | null): string {
-  const who = name ? `'${name}' (${trace.agentId})` : trace.agentId;
+  const who = name ? agentLabel({ name, agentId: trace.agentId }) : `Agent ${trace.agentId}`;
   const file = trace.movedTo
     ? `was damaged (${trace.problem}) and moved aside to ${path.basename(trace.movedTo)}`
     : "is missing";
   return (
-    `Agent ${who} is shown as unknown: its state file ${file}. It may still run and hold its pane, session, ` +
+    `${who} is shown as unknown: its state file ${file}. It may still run and hold its pane, session, ` +
     "tasks and color: end it with kill-agent."
   );
 }

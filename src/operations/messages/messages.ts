@@ -2,6 +2,7 @@ import { isoNow } from "../../clock.ts";
 import { mapLimit } from "../../map-limit.ts";
 import { assertTeamName, HUMAN_SENDER, isAgentId } from "../../state/paths.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
+import { agentLabel } from "../agents/agent-words.ts";
 import { warnCaller } from "../call-warnings.ts";
 import type { TeamsContext } from "../context.ts";
 import { isLive } from "../liveness/heartbeat.ts";
@@ -40,10 +41,6 @@ interface Recipient {
   name: string;
 }
 
-function describeAgent(agent: AgentState): string {
-  return `Agent '${agent.name}' (${agent.agentId})`;
-}
-
 /** Of several records with one name (a resumed agent keeps its name), the one that is running, else the newest. */
 function pickByName(agents: AgentState[]): AgentState | undefined {
   const sorted = [...agents].sort((a, b) => (a.createdAt < b.createdAt ? 1 : -1));
@@ -78,7 +75,7 @@ async function recipientsOf(
   }
   if (agent.status === "terminated") {
     throw new CallerError(
-      `${describeAgent(agent)} has ended (${agent.outcome ?? "terminated"}): resume it first (resume-agent), or spawn a new agent.`,
+      `${agentLabel(agent)} has ended (${agent.outcome ?? "terminated"}): resume it first (resume-agent), or spawn a new agent.`,
     );
   }
   return [{ agentId: agent.agentId, name: agent.name }];

@@ -1,6 +1,7 @@
 import { isoNow } from "../../clock.ts";
 import { assertAgentId } from "../../state/paths.ts";
 import type { AgentState, Task, TaskBoard, TaskStatus, TeamConfig } from "../../state/schemas.ts";
+import { agentLabel } from "../agents/agent-words.ts";
 import type { TeamsContext } from "../context.ts";
 import { isLive } from "../liveness/heartbeat.ts";
 import { CallerError, type OpResult } from "../result.ts";
@@ -59,7 +60,7 @@ async function ownerRefusal(
     return `Agent '${agentId}' of team '${team.name}' cannot be read, so it cannot take tasks. Assign a running agent (see list-agents).`;
   }
   if (isLive(agent.status)) return undefined;
-  const who = `Agent '${agent.name}' (${agent.agentId})`;
+  const who = agentLabel(agent);
   const why =
     agent.status === "terminated"
       ? `ended (${agent.outcome ?? "terminated"})`

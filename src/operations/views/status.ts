@@ -2,6 +2,7 @@ import type { ServerState } from "../../edges/server-manager.ts";
 import { assertAgentId } from "../../state/paths.ts";
 import type { AgentRole, AgentStatus, AgentWorktree, ListedStatus } from "../../state/schemas.ts";
 import type { AgentView } from "../../state/team-store.ts";
+import { agentNotFound } from "../agents/agent-words.ts";
 import { findUnknownAgent, listUnknownAgents, type UnknownAgent } from "../agents/unknown-agents.ts";
 import type { TeamsContext } from "../context.ts";
 import { type WaitingView, waitingView } from "../liveness/waiting.ts";
@@ -210,7 +211,7 @@ export async function getAgentStatus(
       agents = [toStatusResponse(read.value, now, threshold)];
     } else {
       const unknown = await findUnknownAgent(ctx, team.name, input.agentId);
-      if (!unknown) return fail(`Agent '${input.agentId}' not found in team '${team.name}'`);
+      if (!unknown) return fail(agentNotFound(input.agentId, team.name));
       warnings.push(unknown.warning);
       agents = [unknownStatusResponse(unknown, now)];
     }

@@ -1,6 +1,7 @@
 import type { CommitLine } from "../../edges/git-api.ts";
 import { assertAgentId, assertTeamName } from "../../state/paths.ts";
 import type { AgentState, AgentWorktree } from "../../state/schemas.ts";
+import { agentLabel } from "../agents/agent-words.ts";
 import { readAgentOrFail } from "../agents/finish.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
@@ -37,7 +38,7 @@ export async function agentBranch(
   const { worktree } = agent;
   if (!worktree) {
     throw new CallerError(
-      `Agent '${agent.name}' (${agent.agentId}) works in ${agent.cwd}, not in a worktree of its own: its changes are already in that checkout (see git status there).`,
+      `${agentLabel(agent)} works in ${agent.cwd}, not in a worktree of its own: its changes are already in that checkout (see git status there).`,
     );
   }
   const repo = await leaderRepo(ctx);
