@@ -26,35 +26,39 @@ export async function processCommandLine(pid: number): Promise<string[] | undefi
   }
 }
 
-/** The parent pid of a running process (Linux only); undefined when it is gone or cannot be read. */
-export async function parentPid(pid: number): Promise<number | undefined> {
+/**
+ * The fields of /proc/<pid>/stat after the command name, which is parenthesised and may contain spaces: [0] state,
+ * [1] parent pid, [19] start time. Undefined without /proc or once the process is gone.
+ */
+export async function statFields(pid: number): Promise<string[] | undefined> {
   try {
     const stat = await readFile(`/proc/${pid}/stat`, "utf8");
-    // Field 4 is the parent pid; the command name before it is parenthesised and may contain spaces.
-    const parent = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-    return Number.isInteger(parent) ? parent : undefined;
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   } catch {
     return undefined;
   }
 }
 
-/** Direct children of `pid` (Linux only; [] elsewhere): what an attach process may have started. */
-export async function childPids(pid: number): Promise<number[]> {
-  let entries: string[];
+/** Every pid /proc shows ([] without /proc). */
+export async function allPids(): Promise<number[]> {
   try {
-    entries = await readdir("/proc");
+    return (await readdir("/proc")).filter((entry) => /^\d+$/.test(entry)).map(Number);
   } catch {
     return [];
   }
-  const children: number[] = [];
-  await Promise.all(
-    entries
-      .filter((entry) => /^\d+$/.test(entry))
-      .map(async (entry) => {
-        if ((await parentPid(Number(entry))) === pid) children.push(Number(entry));
-      }),
-  );
-  return children;
+}
+
+/** The parent pid of a running process (Linux only); undefined when it is gone or cannot be read. */
+export async function parentPid(pid: number): Promise<number | undefined> {
+  const parent = Number((await statFields(pid))?.[1]);
+  return Number.isInteger(parent) ? parent : undefined;
+}
+
+/** Direct children of `pid` (Linux only; [] elsewhere): what an attach process may have started. */
+export async function childPids(pid: number): Promise<number[]> {
+  const pids = await allPids();
+  const parents = await Promise.all(pids.map(parentPid));
+  return pids.filter((_, index) => parents[index] === pid);
 }
 
 /** Alive and not a zombie: a killed child of a parent that has not reaped it yet is gone for our purposes. */

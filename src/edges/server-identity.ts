@@ -1,5 +1,5 @@
 import { readdir, readFile, readlink } from "node:fs/promises";
-import { processCommandLine, processRunning } from "./process-info.ts";
+import { allPids, processCommandLine, processRunning, statFields } from "./process-info.ts";
 
 /**
  * Who really serves a port on this machine, read from /proc (Linux): the listening sockets of the port in
@@ -57,28 +57,12 @@ async function socketInodesOf(pid: number): Promise<Set<string>> {
 /** Processes (readable by us) that hold one of these socket inodes. */
 export async function socketOwners(inodes: readonly string[]): Promise<number[]> {
   if (inodes.length === 0) return [];
-  let entries: string[];
-  try {
-    entries = await readdir("/proc");
-  } catch {
-    return [];
-  }
   const wanted = new Set(inodes);
-  const owners: number[] = [];
-  await Promise.all(
-    entries
-      .filter((entry) => /^\d+$/.test(entry))
-      .map(async (entry) => {
-        const held = await socketInodesOf(Number(entry));
-        for (const inode of held) {
-          if (wanted.has(inode)) {
-            owners.push(Number(entry));
-            return;
-          }
-        }
-      }),
-  );
-  return owners.sort((a, b) => a - b);
+  const pids = await allPids();
+  const held = await Promise.all(pids.map(socketInodesOf));
+  return pids
+    .filter((_, index) => [...(held[index] ?? [])].some((inode) => wanted.has(inode)))
+    .sort((a, b) => a - b);
 }
 
 /** argv of `opencode serve` as ServerManager starts it on this port (the binary may be a wrapper script). */
@@ -141,10 +125,5 @@ export async function processEnvironment(pid: number): Promise<Record<string, st
 
 /** When the process started (clock ticks since boot): with the pid, it names one process for good. */
 export async function processStartTicks(pid: number): Promise<string | undefined> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
-  } catch {
-    return undefined;
-  }
+  return (await statFields(pid))?.[19];
 }
