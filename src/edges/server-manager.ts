@@ -265,6 +265,9 @@ export class ServerManager {
 
   private async readInfo(): Promise<ServerInfo | undefined> {
     const read = await this.infoStore.read(this.config.projectRoot);
+    // Said once: the damaged file is moved aside, and the next read finds none.
+    if (read.kind === "corrupt")
+      await this.note("warn", `${read.warning}; looking for our server by its ports`);
     return read.kind === "ok" ? read.value : undefined;
   }
 

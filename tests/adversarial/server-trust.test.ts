@@ -208,6 +208,9 @@ describe("a lost or damaged server.json", () => {
       expect(again.credentials?.password).toBe(password);
       expect(await again.api.healthy()).toBe(true);
       expect(readInfo(paths.serverInfo(dir))).toMatchObject({ pid: first.info.pid, auth: { password } });
+      // What happened to the record is in the server log, not only in a file moved aside.
+      const log = readFileSync(paths.serverLog(dir), "utf8");
+      if (damage === "damaged") expect(log).toContain("looking for our server by its ports");
     });
   }
 });

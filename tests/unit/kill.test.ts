@@ -262,7 +262,9 @@ describe("kill-agent errors", () => {
     );
     expect((await kill({ agentId: leaderId })).error).toBe("The team leader cannot kill itself");
     const missing = "4b0c1d9e-2f3a-4c5d-8e6f-7a8b9c0d1e2f";
-    expect((await kill({ agentId: missing })).error).toBe(`Agent '${missing}' not found in team 'alpha': call list-agents for its agents and their ids.`);
+    expect((await kill({ agentId: missing })).error).toBe(
+      `Agent '${missing}' not found in team 'alpha': call list-agents for its agents and their ids.`,
+    );
     expect((await kill({ agentId: "../x" })).error).toMatch(/^Invalid agent id/);
     expect((await kill({ teamName: "nope", agentId: a.agentId })).error).toBe("Team 'nope' does not exist");
     await kill({ agentId: a.agentId, force: true });
