@@ -29,8 +29,10 @@ async function landed(
   windowMs: number,
 ): Promise<boolean> {
   const deadline = clock.now() + windowMs;
-  const interval = Math.max(10, Math.min(100, windowMs / 10));
-  for (;;) {
+  const longest = Math.max(10, Math.min(100, windowMs / 10));
+  // The server shows the message 8-90 ms after accepting it (measured on OpenCode 1.18): look again soon, then less
+  // and less often.
+  for (let interval = 10; ; interval = Math.min(interval * 2, longest)) {
     const count = await api.messageCount(sessionId).catch(() => undefined);
     if (count !== undefined && count > before) return true;
     if (clock.now() >= deadline) return false;
