@@ -21,7 +21,7 @@ import {
 import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
 import { interleaved } from "./floors.ts";
 import { note } from "./setup.ts";
-import { type Figure, figure } from "./stats.ts";
+import { type Figure, figure, quantile } from "./stats.ts";
 
 interface Spawned {
   agentId: string;
@@ -392,6 +392,25 @@ async function warmRuns(
     hand(out.warmSpacedFloor),
   );
   note(`spawn: ${runs} warm, spaced, and ${runs} by hand`);
+  note(`spawn steps, median ms of the warm spawns (from the plugin's log): ${spawnStepMedians(main)}`);
+}
+
+/**
+ * Where the warm spawns spent their time: each spawn logs its per-step durations (`timingsMs.<step>=<ms>`); the
+ * first, cold spawn is left out.
+ */
+function spawnStepMedians(main: OpencodeServer): string {
+  const byStep = new Map<string, number[]>();
+  const lines = main
+    .logTail(50_000)
+    .split("\n")
+    .filter((line) => / spawned into /.test(line));
+  for (const line of lines.slice(1)) {
+    for (const [, step, ms] of line.matchAll(/timingsMs\.([\w-]+)=(\d+)/g)) {
+      if (step && ms) byStep.set(step, [...(byStep.get(step) ?? []), Number(ms)]);
+    }
+  }
+  return [...byStep].map(([step, samples]) => `${step} ${quantile(samples, 0.5).toFixed(0)}`).join(", ");
 }
 
 /**
