@@ -6,7 +6,8 @@ import { readAgentOrFail } from "../agents/finish.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader, requireMember } from "../team/identity.ts";
-import { exists, gitOf, leaderRepo, removeIfUnchanged } from "./worktrees.ts";
+import { exists, gitOf, leaderRepo } from "./repo.ts";
+import { removeIfUnchanged } from "./worktrees.ts";
 
 export interface AgentDiffInput {
   teamName: string;
