@@ -1,0 +1,242 @@
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
+import path from "node:path";
+import { collectWorktrees } from "../../src/cli/worktrees.ts";
+import { refillSpare, spareDir, sparesSettled } from "../../src/operations/worktrees/spare.ts";
+import type { AgentWorktree } from "../../src/state/schemas.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { commitFile, git, initRepo } from "../helpers/git.ts";
+import { agentOnDisk } from "../helpers/team.ts";
+import { toolCaller } from "../helpers/tools.ts";
+
+// The team's spare worktree (specs/worktrees.md, "The spare"): spawn-agent with a worktree takes a checkout made
+// beforehand in the background instead of checking out while the leader waits.
+
+const LEADER = "ses_lead";
+let ctx: TestContext;
+let call: ReturnType<typeof toolCaller>;
+let base: string;
+
+interface Spawned {
+  success: boolean;
+  error?: string;
+  agentId: string;
+  sessionId: string;
+  name: string;
+  worktree?: AgentWorktree;
+}
+
+async function setUp(options: Parameters<typeof makeTestContext>[0] = {}) {
+  ctx = await makeTestContext({ promptRetryDelayMs: 0, ...options });
+  await mkdir(path.join(ctx.projectRoot, "lib"));
+  base = await initRepo(ctx.projectRoot, { "app.txt": "v1\n", "lib/util.txt": "u\n" });
+  call = toolCaller(ctx);
+  const created = await call<{ success: boolean; error?: string }>(
+    "create-team",
+    { teamName: "alpha", worktrees: true },
+    LEADER,
+  );
+  if (!created.success) throw new Error(created.error);
+  ctx.local.addSession({ id: LEADER });
+}
+
+afterEach(() => ctx.cleanup());
+
+const teamDir = () => path.join(ctx.store.paths.worktreesDir, "alpha");
+/** What is in the team's worktree directory, sorted. */
+const entries = () => (existsSync(teamDir()) ? readdirSync(teamDir()).sort() : []);
+const inode = (dir: string) => statSync(path.join(dir, "app.txt")).ino;
+
+async function spawnOk(args: Record<string, unknown> = {}): Promise<Spawned & { worktree: AgentWorktree }> {
+  const spawned = await call<Spawned>("spawn-agent", { teamName: "alpha", prompt: "work", ...args }, LEADER);
+  if (!spawned.success || !spawned.worktree) throw new Error(`spawn failed: ${spawned.error}`);
+  return { ...spawned, worktree: spawned.worktree };
+}
+
+/** The spare of `commit`, once the background maker is done; throws when there is none. */
+async function readySpare(commit = base): Promise<{ dir: string; ino: number }> {
+  await sparesSettled(ctx);
+  const dir = spareDir(ctx, "alpha", commit);
+  if (!existsSync(dir)) throw new Error(`no spare at ${dir}: ${entries().join(", ")}`);
+  return { dir, ino: inode(dir) };
+}
+
+/** The agent's worktree is what `git worktree add -b` would have made: on its branch at base, clean, its cwd. */
+async function expectFreshWorktree(
+  agent: Spawned & { worktree: AgentWorktree },
+  commit = base,
+  cwdInRepo = "",
+) {
+  const dir = path.join(teamDir(), agent.name);
+  expect(agent.worktree).toEqual({ path: dir, branch: `teams/alpha/${agent.name}`, base: commit });
+  expect(git(dir, "symbolic-ref", "HEAD")).toBe(`refs/heads/teams/alpha/${agent.name}`);
+  expect(git(dir, "rev-parse", "HEAD")).toBe(commit);
+  expect(git(dir, "rev-parse", "--show-toplevel")).toBe(dir);
+  expect(git(dir, "status", "--porcelain", "--untracked-files=all")).toBe("");
+  expect((await agentOnDisk(ctx, agent)).cwd).toBe(path.join(dir, cwdInRepo));
+  expect(ctx.server.sessions.get(agent.sessionId)?.directory).toBe(path.join(dir, cwdInRepo));
+  const listed = git(ctx.projectRoot, "worktree", "list", "--porcelain");
+  expect(listed).toContain(`worktree ${dir}\nHEAD ${commit}\nbranch refs/heads/teams/alpha/${agent.name}`);
+}
+
+describe("the spare worktree", () => {
+  beforeEach(() => setUp());
+
+  test("create-team with worktrees makes one; spawn-agent takes it as the agent's worktree, then a new one is made", async () => {
+    const spare = await readySpare();
+    expect(git(spare.dir, "status", "--porcelain")).toBe("");
+    const agent = await spawnOk({ cwd: "lib" });
+    await expectFreshWorktree(agent, base, "lib");
+    // The very files of the spare: moved, not checked out again.
+    expect(inode(agent.worktree.path)).toBe(spare.ino);
+    expect(await readFile(path.join(agent.worktree.path, "app.txt"), "utf8")).toBe("v1\n");
+    const next = await readySpare();
+    expect(next.ino).not.toBe(spare.ino);
+    expect(entries()).toEqual([agent.name, path.basename(next.dir)].sort());
+    // Spares are no agents: list-agents and the CLI's worktrees show the agent only.
+    const listed = await call<{ agents: { name: string }[] }>(
+      "list-agents",
+      { teamName: "alpha", grouped: false },
+      LEADER,
+    );
+    expect(listed.agents.map((a) => a.name).sort()).toEqual(["leader", agent.name]);
+    expect((await collectWorktrees(ctx, "alpha")).map((row) => row.path)).toEqual([agent.worktree.path]);
+  });
+
+  test("ending the agent removes its worktree as before; the spare stays", async () => {
+    const spare = await readySpare();
+    const agent = await spawnOk();
+    expect(inode(agent.worktree.path)).toBe(spare.ino);
+    const next = await readySpare();
+    const killed = await call<{ success: boolean }>(
+      "kill-agent",
+      { teamName: "alpha", agentId: agent.agentId, force: true },
+      LEADER,
+    );
+    expect(killed.success).toBe(true);
+    expect(existsSync(agent.worktree.path)).toBe(false);
+    expect(git(ctx.projectRoot, "branch", "--list", "--format=%(refname:short)")).toBe("main");
+    expect(entries()).toEqual([path.basename(next.dir)].sort());
+  });
+
+  test("a failed spawn that took the spare rolls back its worktree and branch", async () => {
+    const spare = await readySpare();
+    ctx.tmux.failOpen = true;
+    const failed = await call<Spawned>("spawn-agent", { teamName: "alpha", prompt: "work" }, LEADER);
+    expect(failed.success).toBe(false);
+    expect(ctx.logs.map((line) => line.message)).toContain(
+      `spare worktree ${spare.dir} taken as ${path.join(teamDir(), "worker-1")}`,
+    );
+    expect(existsSync(path.join(teamDir(), "worker-1"))).toBe(false);
+    expect(git(ctx.projectRoot, "branch", "--list", "--format=%(refname:short)")).toBe("main");
+    // (Inodes say nothing here: the spare's were freed by the rollback and may be reused by the next one.)
+    const next = await readySpare();
+    expect(entries()).toEqual([path.basename(next.dir)].sort());
+  });
+
+  test("a spare of a commit that is no longer HEAD is not used; the refill replaces it", async () => {
+    const old = await readySpare();
+    await commitFile(ctx.projectRoot, "app.txt", "v2\n", "leader moves on");
+    const head = git(ctx.projectRoot, "rev-parse", "HEAD");
+    const agent = await spawnOk();
+    await expectFreshWorktree(agent, head);
+    expect(inode(agent.worktree.path)).not.toBe(old.ino);
+    expect(await readFile(path.join(agent.worktree.path, "app.txt"), "utf8")).toBe("v2\n");
+    const next = await readySpare(head);
+    expect(git(next.dir, "rev-parse", "HEAD")).toBe(head);
+    // The stale one was ours and clean: removed, nothing set aside.
+    expect(entries()).toEqual([agent.name, path.basename(next.dir)].sort());
+  });
+
+  test("a spare written into is set aside, never used nor deleted", async () => {
+    const spare = await readySpare();
+    await writeFile(path.join(spare.dir, "app.txt"), "someone's edit\n");
+    await writeFile(path.join(spare.dir, "notes.txt"), "someone's notes\n");
+    const agent = await spawnOk();
+    await expectFreshWorktree(agent);
+    expect(inode(agent.worktree.path)).not.toBe(spare.ino);
+    expect(await readFile(path.join(agent.worktree.path, "app.txt"), "utf8")).toBe("v1\n");
+    const next = await readySpare();
+    const aside = entries().filter((name) => name.startsWith(".set-aside-"));
+    expect(aside).toHaveLength(1);
+    const asideDir = path.join(teamDir(), aside[0] as string);
+    expect(await readFile(path.join(asideDir, "notes.txt"), "utf8")).toBe("someone's notes\n");
+    expect(inode(asideDir)).toBe(spare.ino);
+    // Later spawns take the new spare, never the one set aside, and the refills leave it alone.
+    const second = await spawnOk();
+    expect(inode(second.worktree.path)).toBe(next.ino);
+    await sparesSettled(ctx);
+    expect(existsSync(path.join(asideDir, "notes.txt"))).toBe(true);
+  });
+
+  test("two spawns at once, one spare: both get a worktree of their own, exactly one of them the spare", async () => {
+    const spare = await readySpare();
+    const [a, b] = await Promise.all([spawnOk({ name: "a" }), spawnOk({ name: "b" })]);
+    await expectFreshWorktree(a);
+    await expectFreshWorktree(b);
+    expect([inode(a.worktree.path), inode(b.worktree.path)].filter((ino) => ino === spare.ino)).toHaveLength(
+      1,
+    );
+    await readySpare();
+  });
+
+  test("leftovers of a maker that crashed (.making-*) are never used nor touched", async () => {
+    const spare = await readySpare();
+    // A crash after the checkout, before the rename: complete, registered, but not under the ready name.
+    git(ctx.projectRoot, "worktree", "move", spare.dir, path.join(teamDir(), ".making-999999-deadbeef"));
+    const agent = await spawnOk();
+    await expectFreshWorktree(agent);
+    expect(inode(agent.worktree.path)).not.toBe(spare.ino);
+    const next = await readySpare();
+    expect(entries()).toEqual([".making-999999-deadbeef", agent.name, path.basename(next.dir)].sort());
+    expect(inode(path.join(teamDir(), ".making-999999-deadbeef"))).toBe(spare.ino);
+  });
+
+  test("a maker lock of a live process keeps this one from making a spare; one of a dead process does not", async () => {
+    await readySpare();
+    const agent = await spawnOk();
+    await sparesSettled(ctx);
+    await call("kill-agent", { teamName: "alpha", agentId: agent.agentId, force: true }, LEADER);
+    git(ctx.projectRoot, "worktree", "remove", spareDir(ctx, "alpha", base));
+    const lock = `${ctx.store.paths.spareLock("alpha")}.lock`;
+    await writeFile(lock, `${process.pid} ${hostname()} 0123456789abcdef`);
+    refillSpare(ctx, "alpha");
+    await sparesSettled(ctx);
+    expect(entries()).toEqual([].sort());
+    // A pid that no process has: its holder died mid-way.
+    await writeFile(lock, `${2 ** 22 + 17} ${hostname()} 0123456789abcdef`);
+    refillSpare(ctx, "alpha");
+    await readySpare();
+    expect(existsSync(lock)).toBe(false);
+  });
+});
+
+describe("without spares", () => {
+  test("spareWorktrees: false makes none and spawns check out as before", async () => {
+    await setUp({ spareWorktrees: false });
+    await sparesSettled(ctx);
+    expect(entries()).toEqual([].sort());
+    const agent = await spawnOk();
+    await expectFreshWorktree(agent);
+    await sparesSettled(ctx);
+    expect(entries()).toEqual([agent.name].sort());
+  });
+
+  test("a team without the worktrees default gets its spare after its first spawn with a worktree", async () => {
+    await setUp();
+    await call("create-team", { teamName: "beta" }, "ses_beta");
+    await sparesSettled(ctx);
+    const betaDir = path.join(ctx.store.paths.worktreesDir, "beta");
+    expect(existsSync(betaDir)).toBe(false);
+    const spawned = await call<Spawned>(
+      "spawn-agent",
+      { teamName: "beta", prompt: "p", worktree: true },
+      "ses_beta",
+    );
+    expect(spawned.success).toBe(true);
+    await sparesSettled(ctx);
+    expect(readdirSync(betaDir).sort()).toEqual([`.spare-${base}`, spawned.name]);
+  });
+});
