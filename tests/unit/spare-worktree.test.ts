@@ -1,85 +1,47 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, statSync } from "node:fs";
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { existsSync, readdirSync } from "node:fs";
+import { readFile, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import path from "node:path";
 import { collectWorktrees } from "../../src/cli/worktrees.ts";
 import { refillSpare, spareDir, sparesSettled } from "../../src/operations/worktrees/spare.ts";
 import type { AgentWorktree } from "../../src/state/schemas.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { commitFile, git, initRepo } from "../helpers/git.ts";
-import { agentOnDisk } from "../helpers/team.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { commitFile, git } from "../helpers/git.ts";
+import {
+  entries as entriesOf,
+  expectFreshWorktree as expectFresh,
+  inode,
+  LEADER,
+  readySpare as readyIn,
+  type SpareTeam,
+  type Spawned,
+  spareTeam,
+  spawnOk as spawnIn,
+  teamDir as teamDirOf,
+} from "../helpers/spare.ts";
 
 // The team's spare worktree (specs/worktrees.md, "The spare"): spawn-agent with a worktree takes a checkout made
 // beforehand in the background instead of checking out while the leader waits.
 
-const LEADER = "ses_lead";
+let team: SpareTeam;
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: SpareTeam["call"];
 let base: string;
 
-interface Spawned {
-  success: boolean;
-  error?: string;
-  agentId: string;
-  sessionId: string;
-  name: string;
-  worktree?: AgentWorktree;
-}
-
-async function setUp(options: Parameters<typeof makeTestContext>[0] = {}) {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0, ...options });
-  await mkdir(path.join(ctx.projectRoot, "lib"));
-  base = await initRepo(ctx.projectRoot, { "app.txt": "v1\n", "lib/util.txt": "u\n" });
-  call = toolCaller(ctx);
-  const created = await call<{ success: boolean; error?: string }>(
-    "create-team",
-    { teamName: "alpha", worktrees: true },
-    LEADER,
-  );
-  if (!created.success) throw new Error(created.error);
-  ctx.local.addSession({ id: LEADER });
+async function setUp(options: Parameters<typeof spareTeam>[0] = {}) {
+  team = await spareTeam(options);
+  ({ ctx, call, base } = team);
 }
 
 afterEach(() => ctx.cleanup());
 
-const teamDir = () => path.join(ctx.store.paths.worktreesDir, "alpha");
-/** What is in the team's worktree directory, sorted. */
-const entries = () => (existsSync(teamDir()) ? readdirSync(teamDir()).sort() : []);
-const inode = (dir: string) => statSync(path.join(dir, "app.txt")).ino;
-
-async function spawnOk(args: Record<string, unknown> = {}): Promise<Spawned & { worktree: AgentWorktree }> {
-  const spawned = await call<Spawned>("spawn-agent", { teamName: "alpha", prompt: "work", ...args }, LEADER);
-  if (!spawned.success || !spawned.worktree) throw new Error(`spawn failed: ${spawned.error}`);
-  return { ...spawned, worktree: spawned.worktree };
-}
-
-/** The spare of `commit`, once the background maker is done; throws when there is none. */
-async function readySpare(commit = base): Promise<{ dir: string; ino: number }> {
-  await sparesSettled(ctx);
-  const dir = spareDir(ctx, "alpha", commit);
-  if (!existsSync(dir)) throw new Error(`no spare at ${dir}: ${entries().join(", ")}`);
-  return { dir, ino: inode(dir) };
-}
-
-/** The agent's worktree is what `git worktree add -b` would have made: on its branch at base, clean, its cwd. */
-async function expectFreshWorktree(
-  agent: Spawned & { worktree: AgentWorktree },
-  commit = base,
-  cwdInRepo = "",
-) {
-  const dir = path.join(teamDir(), agent.name);
-  expect(agent.worktree).toEqual({ path: dir, branch: `teams/alpha/${agent.name}`, base: commit });
-  expect(git(dir, "symbolic-ref", "HEAD")).toBe(`refs/heads/teams/alpha/${agent.name}`);
-  expect(git(dir, "rev-parse", "HEAD")).toBe(commit);
-  expect(git(dir, "rev-parse", "--show-toplevel")).toBe(dir);
-  expect(git(dir, "status", "--porcelain", "--untracked-files=all")).toBe("");
-  expect((await agentOnDisk(ctx, agent)).cwd).toBe(path.join(dir, cwdInRepo));
-  expect(ctx.server.sessions.get(agent.sessionId)?.directory).toBe(path.join(dir, cwdInRepo));
-  const listed = git(ctx.projectRoot, "worktree", "list", "--porcelain");
-  expect(listed).toContain(`worktree ${dir}\nHEAD ${commit}\nbranch refs/heads/teams/alpha/${agent.name}`);
-}
+const teamDir = () => teamDirOf(ctx);
+const entries = () => entriesOf(ctx);
+const spawnOk = (args: Record<string, unknown> = {}) => spawnIn(team, args);
+const readySpare = (commit = base) => readyIn(ctx, commit);
+const expectFreshWorktree = (agent: Spawned & { worktree: AgentWorktree }, commit = base, cwdInRepo = "") =>
+  expectFresh(ctx, agent, commit, cwdInRepo);
 
 describe("the spare worktree", () => {
   beforeEach(() => setUp());
