@@ -112,6 +112,19 @@ describe("the spare worktree", () => {
     expect(entries()).toEqual([agent.name, path.basename(next.dir)].sort());
   });
 
+  test("a refill retires the stale spares of other teams too (a team long done keeps none for ever)", async () => {
+    await call("create-team", { teamName: "beta", worktrees: true }, "ses_beta");
+    await readySpare();
+    const betaDir = path.join(ctx.store.paths.worktreesDir, "beta");
+    expect(readdirSync(betaDir)).toEqual([`.spare-${base}`]);
+    await commitFile(ctx.projectRoot, "app.txt", "v2\n", "leader moves on");
+    const agent = await spawnOk();
+    const head = git(ctx.projectRoot, "rev-parse", "HEAD");
+    await readySpare(head);
+    expect(readdirSync(betaDir)).toEqual([]);
+    expect(entries()).toEqual([agent.name, `.spare-${head}`].sort());
+  });
+
   test("a spare written into is set aside, never used nor deleted", async () => {
     const spare = await readySpare();
     await writeFile(path.join(spare.dir, "app.txt"), "someone's edit\n");

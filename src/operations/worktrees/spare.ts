@@ -4,7 +4,7 @@ import type { GitApi, WorktreeEntry } from "../../edges/git-api.ts";
 import { tryFileLock } from "../../state/lock.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
-import { exists, gitOf, leaderRepo, teamWorktreesDir } from "./repo.ts";
+import { exists, gitOf, leaderRepo, teamWorktreesDir, worktreesRoot } from "./repo.ts";
 
 /**
  * The team's spare worktree (specs/worktrees.md, "The spare"): a detached checkout of the leader's HEAD made in the
@@ -64,7 +64,7 @@ export async function claimSpare(ctx: TeamsContext, claim: SpareClaim): Promise<
   }
   const unfit = await unfitReason(ctx, git, dir, base);
   if (unfit) {
-    await setAside(ctx, repo, dir, claim.teamName, unfit);
+    await setAside(ctx, repo, dir, unfit);
     return false;
   }
   try {
@@ -118,14 +118,8 @@ async function unfitReason(
  * Move a worktree that must not be used (written into, or not removable) to `.set-aside-<time>-<unique>`: never
  * claimed, never deleted by us; a human decides. Logged, never thrown.
  */
-async function setAside(
-  ctx: TeamsContext,
-  repo: string,
-  dir: string,
-  teamName: string,
-  why: string,
-): Promise<void> {
-  const aside = path.join(teamWorktreesDir(ctx, teamName), `${SET_ASIDE}${ctx.clock.now()}-${unique(ctx)}`);
+async function setAside(ctx: TeamsContext, repo: string, dir: string, why: string): Promise<void> {
+  const aside = path.join(path.dirname(dir), `${SET_ASIDE}${ctx.clock.now()}-${unique(ctx)}`);
   try {
     await gitOf(ctx).moveWorktree(repo, dir, aside);
     ctx.log("warn", `spare worktree set aside at ${aside}: ${why}`);
@@ -224,11 +218,14 @@ async function makeSpare(ctx: TeamsContext, teamName: string): Promise<boolean> 
   if (!head) return false;
   const teamDir = teamWorktreesDir(ctx, teamName);
   const spare = spareDir(ctx, teamName, head);
-  const spares = await teamSpares(ctx, git.listWorktrees(repo), teamDir);
-  for (const entry of spares) {
-    if (path.basename(entry.path) !== path.basename(spare)) await retire(ctx, repo, entry.path, teamName);
+  const spares = await allSpares(ctx, git.listWorktrees(repo));
+  // Of a commit that is no longer HEAD, this team's or another's (a team long done keeps none for ever).
+  for (const stale of spares.filter((entry) => path.basename(entry.path) !== path.basename(spare))) {
+    await retire(ctx, repo, stale.path);
   }
-  if (spares.some((entry) => path.basename(entry.path) === path.basename(spare))) return false;
+  if (spares.some((entry) => entry.team === teamName && path.basename(entry.path) === path.basename(spare))) {
+    return false;
+  }
   if (await exists(ctx, spare)) {
     ctx.log("warn", `${spare} is not a worktree of this repository: no spare worktree until it is removed`);
     return false;
@@ -248,27 +245,30 @@ async function makeSpare(ctx: TeamsContext, teamName: string): Promise<boolean> 
   return true;
 }
 
-/** The registered worktrees named `.spare-*` in the team's directory. */
-async function teamSpares(
+/** The registered worktrees named `.spare-*` in any team's directory of this repository, with their team. */
+async function allSpares(
   ctx: TeamsContext,
   listing: Promise<WorktreeEntry[]>,
-  teamDir: string,
-): Promise<WorktreeEntry[]> {
-  // git records real paths; the team directory may be reached through a symlink (a temp dir on macOS).
-  const real = await ctx.edges.files.realpath(teamDir).catch(() => teamDir);
-  return (await listing).filter(
-    (entry) =>
-      path.basename(entry.path).startsWith(SPARE) && [teamDir, real].includes(path.dirname(entry.path)),
-  );
+): Promise<{ path: string; team: string }[]> {
+  const root = worktreesRoot(ctx);
+  // git records real paths; the root may be reached through a symlink (a temp dir on macOS).
+  const real = await ctx.edges.files.realpath(root).catch(() => root);
+  return (await listing)
+    .filter(
+      (entry) =>
+        path.basename(entry.path).startsWith(SPARE) &&
+        [root, real].includes(path.dirname(path.dirname(entry.path))),
+    )
+    .map((entry) => ({ path: entry.path, team: path.basename(path.dirname(entry.path)) }));
 }
 
 /**
  * A spare of a commit that is no longer HEAD: moved out of the claimable name first (a claim racing with its removal
  * would get a half-deleted tree), then removed; one that git will not remove (written into) is set aside.
  */
-async function retire(ctx: TeamsContext, repo: string, stale: string, teamName: string): Promise<void> {
+async function retire(ctx: TeamsContext, repo: string, stale: string): Promise<void> {
   const git = gitOf(ctx);
-  const retiring = path.join(teamWorktreesDir(ctx, teamName), `${RETIRING}${unique(ctx)}`);
+  const retiring = path.join(path.dirname(stale), `${RETIRING}${unique(ctx)}`);
   try {
     await git.moveWorktree(repo, stale, retiring);
   } catch (error) {
@@ -279,6 +279,6 @@ async function retire(ctx: TeamsContext, repo: string, stale: string, teamName: 
   try {
     await git.removeWorktree(repo, retiring);
   } catch (error) {
-    await setAside(ctx, repo, retiring, teamName, `it could not be removed: ${errorText(error)}`);
+    await setAside(ctx, repo, retiring, `it could not be removed: ${errorText(error)}`);
   }
 }
