@@ -157,16 +157,35 @@ describe("the spare worktree", () => {
     await readySpare();
   });
 
-  test("leftovers of a maker that crashed (.making-*) are never used nor touched", async () => {
+  test("leftovers of a maker that died (.making-<pid>-*) are never used; a later maker removes the complete, clean ones", async () => {
     const spare = await readySpare();
-    // A crash after the checkout, before the rename: complete, registered, but not under the ready name.
-    git(ctx.projectRoot, "worktree", "move", spare.dir, path.join(teamDir(), ".making-999999-deadbeef"));
+    const leftover = (name: string) => path.join(teamDir(), name);
+    // Above the largest pid Linux hands out: no process has it.
+    const dead = 2 ** 22 + 17;
+    // A crash after the checkout, before the rename: complete, registered, not under the ready name.
+    git(ctx.projectRoot, "worktree", "move", spare.dir, leftover(`.making-${dead}-done`));
+    // Killed mid-checkout: git keeps it locked. Written into after the crash. Of a maker still running (this process).
+    git(ctx.projectRoot, "worktree", "add", "--quiet", "--detach", leftover(`.making-${dead}-half`));
+    git(ctx.projectRoot, "worktree", "lock", "--reason", "initializing", leftover(`.making-${dead}-half`));
+    git(ctx.projectRoot, "worktree", "add", "--quiet", "--detach", leftover(`.making-${dead}-edited`));
+    await writeFile(path.join(leftover(`.making-${dead}-edited`), "app.txt"), "edited\n");
+    git(ctx.projectRoot, "worktree", "add", "--quiet", "--detach", leftover(`.making-${process.pid}-live`));
     const agent = await spawnOk();
     await expectFreshWorktree(agent);
     expect(inode(agent.worktree.path)).not.toBe(spare.ino);
     const next = await readySpare();
-    expect(entries()).toEqual([".making-999999-deadbeef", agent.name, path.basename(next.dir)].sort());
-    expect(inode(path.join(teamDir(), ".making-999999-deadbeef"))).toBe(spare.ino);
+    const aside = entries().filter((name) => name.startsWith(".set-aside-"));
+    expect(entries()).toEqual(
+      [
+        `.making-${dead}-half`,
+        `.making-${process.pid}-live`,
+        ...aside,
+        agent.name,
+        path.basename(next.dir),
+      ].sort(),
+    );
+    expect(aside).toHaveLength(1);
+    expect(await readFile(path.join(teamDir(), aside[0] as string, "app.txt"), "utf8")).toBe("edited\n");
   });
 
   test("a maker lock of a live process keeps this one from making a spare; one of a dead process does not", async () => {

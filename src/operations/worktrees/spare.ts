@@ -9,9 +9,9 @@ import { exists, gitOf, leaderRepo, teamWorktreesDir, worktreesRoot } from "./re
 /**
  * The team's spare worktree (specs/worktrees.md, "The spare"): a detached checkout of the leader's HEAD made in the
  * background, so that spawn-agent with a worktree moves it into place instead of waiting for a checkout. Names start
- * with "." so that no agent's directory can take them: `.spare-<commit>` is ready to be claimed; `.making-*` is being
- * made (left by a crash: never used); `.retiring-*` is a stale spare on its way out; `.set-aside-*` was found written
- * into and is never used nor deleted.
+ * with "." so that no agent's directory can take them: `.spare-<commit>` is ready to be claimed; `.making-<pid>-*` is
+ * being made (never used; removed by a later maker once that pid is gone, if git will); `.retiring-<pid>-*` is on its
+ * way out; `.set-aside-*` was found written into and is never used nor deleted.
  */
 const SPARE = ".spare-";
 const MAKING = ".making-";
@@ -218,14 +218,11 @@ async function makeSpare(ctx: TeamsContext, teamName: string): Promise<boolean> 
   if (!head) return false;
   const teamDir = teamWorktreesDir(ctx, teamName);
   const spare = spareDir(ctx, teamName, head);
-  const spares = await allSpares(ctx, git.listWorktrees(repo));
-  // Of a commit that is no longer HEAD, this team's or another's (a team long done keeps none for ever).
-  for (const stale of spares.filter((entry) => path.basename(entry.path) !== path.basename(spare))) {
-    await retire(ctx, repo, stale.path);
+  const ours = await ourWorktrees(ctx, git.listWorktrees(repo));
+  for (const entry of ours.filter((entry) => isLeftover(ctx, entry, path.basename(spare)))) {
+    await retire(ctx, repo, entry.path);
   }
-  if (spares.some((entry) => entry.team === teamName && path.basename(entry.path) === path.basename(spare))) {
-    return false;
-  }
+  if (ours.some((entry) => entry.team === teamName && entry.name === path.basename(spare))) return false;
   if (await exists(ctx, spare)) {
     ctx.log("warn", `${spare} is not a worktree of this repository: no spare worktree until it is removed`);
     return false;
@@ -245,25 +242,45 @@ async function makeSpare(ctx: TeamsContext, teamName: string): Promise<boolean> 
   return true;
 }
 
-/** The registered worktrees named `.spare-*` in any team's directory of this repository, with their team. */
-async function allSpares(
-  ctx: TeamsContext,
-  listing: Promise<WorktreeEntry[]>,
-): Promise<{ path: string; team: string }[]> {
+interface OurWorktree {
+  path: string;
+  name: string;
+  team: string;
+  locked: boolean;
+}
+
+/** The registered worktrees of this repository in any team's directory whose name is one of the spare's. */
+async function ourWorktrees(ctx: TeamsContext, listing: Promise<WorktreeEntry[]>): Promise<OurWorktree[]> {
   const root = worktreesRoot(ctx);
   // git records real paths; the root may be reached through a symlink (a temp dir on macOS).
   const real = await ctx.edges.files.realpath(root).catch(() => root);
   return (await listing)
     .filter(
       (entry) =>
-        path.basename(entry.path).startsWith(SPARE) &&
+        [SPARE, MAKING, RETIRING].some((prefix) => path.basename(entry.path).startsWith(prefix)) &&
         [root, real].includes(path.dirname(path.dirname(entry.path))),
     )
-    .map((entry) => ({ path: entry.path, team: path.basename(path.dirname(entry.path)) }));
+    .map((entry) => ({
+      path: entry.path,
+      name: path.basename(entry.path),
+      team: path.basename(path.dirname(entry.path)),
+      locked: entry.locked,
+    }));
 }
 
 /**
- * A spare of a commit that is no longer HEAD: moved out of the claimable name first (a claim racing with its removal
+ * What a maker removes: a spare of a commit that is not HEAD (`ready` is the spare of HEAD), this team's or another's
+ * (a team long done keeps none for ever); a `.making-*` or `.retiring-*` whose process died (its pid is in the name)
+ * and that git does not hold locked (an add killed mid-checkout stays locked: left for a human).
+ */
+function isLeftover(ctx: TeamsContext, entry: OurWorktree, ready: string): boolean {
+  if (entry.name.startsWith(SPARE)) return entry.name !== ready;
+  const pid = Number(entry.name.replace(/^\.[a-z]+-/, "").split("-")[0]);
+  return !entry.locked && Number.isInteger(pid) && pid > 0 && !ctx.edges.processes.running(pid);
+}
+
+/**
+ * A stale spare or a dead maker's leftover: moved out of its name first (a claim racing with the removal of a spare
  * would get a half-deleted tree), then removed; one that git will not remove (written into) is set aside.
  */
 async function retire(ctx: TeamsContext, repo: string, stale: string): Promise<void> {
@@ -272,8 +289,8 @@ async function retire(ctx: TeamsContext, repo: string, stale: string): Promise<v
   try {
     await git.moveWorktree(repo, stale, retiring);
   } catch (error) {
-    // Claimed meanwhile, or locked by hand: not ours to remove now.
-    ctx.log("debug", `stale spare worktree ${stale} left: ${errorText(error)}`);
+    // Claimed meanwhile, or locked: not ours to remove now.
+    ctx.log("debug", `worktree ${stale} left: ${errorText(error)}`);
     return;
   }
   try {
