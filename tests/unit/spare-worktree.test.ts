@@ -112,6 +112,26 @@ describe("the spare worktree", () => {
     expect(entries()).toEqual([agent.name, path.basename(next.dir)].sort());
   });
 
+  test("merge-agent moves HEAD: the spare of the new HEAD is made at once", async () => {
+    const agent = await spawnOk();
+    await commitFile(agent.worktree.path, "app.txt", "v2\n", "agent's work");
+    await call(
+      "complete-agent",
+      { teamName: "alpha", agentId: agent.agentId, status: "completed", summary: "done" },
+      agent.sessionId,
+    );
+    await sparesSettled(ctx);
+    const merged = await call<{ success: boolean; commit: string }>(
+      "merge-agent",
+      { teamName: "alpha", agentId: agent.agentId },
+      LEADER,
+    );
+    expect(merged.success).toBe(true);
+    const spare = await readySpare(merged.commit);
+    expect(await readFile(path.join(spare.dir, "app.txt"), "utf8")).toBe("v2\n");
+    expect(entries()).toEqual([path.basename(spare.dir)]);
+  });
+
   test("a refill retires the stale spares of other teams too (a team long done keeps none for ever)", async () => {
     await call("create-team", { teamName: "beta", worktrees: true }, "ses_beta");
     await readySpare();
