@@ -152,8 +152,8 @@ const makers = new WeakMap<TeamsContext, Map<string, Maker>>();
 
 /**
  * Make sure the team has a spare of the leader's current HEAD, in the background: started, never awaited, never
- * throws (problems are logged). Called after create-team with `worktrees: true` and after each spawn that made a
- * worktree. One maker per team in this process; across processes the team's `spare.lock` (taken without waiting)
+ * throws (problems are logged). Called after create-team with `worktrees: true`, after each spawn that made a
+ * worktree and after merge-agent (HEAD moved). One maker per team in this process; across processes the team's `spare.lock` (taken without waiting)
  * keeps a second one from checking out the same spare for nothing.
  */
 export function refillSpare(ctx: TeamsContext, teamName: string): void {
