@@ -13,6 +13,7 @@ import { toolCaller } from "./tools.ts";
 
 export const LEADER = "ses_lead";
 
+/** What spawn-agent (and resume-agent) answer, as the worktree tests read it. */
 export interface Spawned {
   success: boolean;
   error?: string;
@@ -20,6 +21,7 @@ export interface Spawned {
   sessionId: string;
   name: string;
   worktree?: AgentWorktree;
+  warnings?: string[];
 }
 
 export interface SpareTeam {

@@ -7,19 +7,11 @@ import { sparesSettled } from "../../src/operations/worktrees/spare.ts";
 import type { AgentState, AgentWorktree } from "../../src/state/schemas.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { commitFile, git, initRepo } from "../helpers/git.ts";
+import type { Spawned } from "../helpers/spare.ts";
 import { agentOnDisk, leadTeam } from "../helpers/team.ts";
 
 const LEADER = "ses_lead";
 
-interface Spawned {
-  success: boolean;
-  error?: string;
-  agentId: string;
-  sessionId: string;
-  name: string;
-  worktree?: AgentWorktree;
-  warnings?: string[];
-}
 type Result = { success: boolean; error?: string; warnings?: string[] } & Record<string, unknown>;
 
 let ctx: TestContext;
