@@ -3,6 +3,7 @@ import path from "node:path";
 import { killAgent } from "../src/operations/agents/kill.ts";
 import { spawnAgent } from "../src/operations/agents/spawn.ts";
 import { createTeam } from "../src/operations/team/team.ts";
+import { sparesSettled } from "../src/operations/worktrees/spare.ts";
 import { makeTestContext, type TestContext } from "../tests/helpers/context.ts";
 import { git } from "../tests/helpers/git.ts";
 import { interleaved } from "./floors.ts";
@@ -38,57 +39,106 @@ async function bigRepo(dir: string): Promise<void> {
   );
 }
 
-/** One spawn (fake server and tmux, real git) and its duration; the agent is killed after, which removes its worktree. */
-async function spawnOnce(ctx: TestContext, worktree: boolean): Promise<number> {
+/** One spawn (fake server and tmux, real git), timed; the agent is killed after, untimed, which removes its worktree. */
+async function spawnOnce(
+  ctx: TestContext,
+  worktree: boolean,
+  between?: () => Promise<void>,
+): Promise<number> {
   let agentId = "";
   const ms = await timed(async () => {
     const result = await spawnAgent(ctx, { teamName: "wt", prompt: "work", worktree }, LEADER);
     if (!result.success) throw new Error(result.error);
     agentId = result.agentId;
   });
+  await between?.();
   const killed = await killAgent(ctx, { teamName: "wt", agentId, force: true }, LEADER);
   if (!killed.success) throw new Error(killed.error);
   return ms;
 }
 
+/** How many spawns took the team's spare so far (its log line). */
+const claims = (ctx: TestContext) => ctx.logs.filter((line) => / taken as /.test(line.message)).length;
+
+interface Rounds {
+  plain: number[];
+  warm: number[];
+  /** Per round: the warm spawn minus the spawn without a worktree. */
+  added: number[];
+  cold: number[];
+  refill: number[];
+  bare: number[];
+}
+
 /**
- * 9. spawn-agent with a worktree on a repository of 5,000 files (fake server and tmux, real git). Its floor is a bare
- * `git worktree add` of the same repository: the checkout every worktree costs, whoever makes it. Target 1.2x: the
- * plugin adds a few short git calls and the spawn itself (shown beside, without a worktree), a fraction of the checkout.
+ * One round of the subject: a spawn without a worktree, one with a worktree taking a ready spare (then the refill it
+ * starts, timed on its own while nothing else runs, as a leader has seconds between spawns), one with the spares off
+ * (the fallback: a checkout while the leader waits). Nothing of the background maker runs during a timed spawn.
+ */
+async function subjectRound(ctx: TestContext, rounds: Rounds, round: number): Promise<void> {
+  await sparesSettled(ctx);
+  const p = await spawnOnce(ctx, false);
+  const claimed = claims(ctx);
+  let refill = 0;
+  const w = await spawnOnce(ctx, true, async () => {
+    refill = await timed(() => sparesSettled(ctx));
+  });
+  if (claims(ctx) !== claimed + 1) throw new Error("the spawn with a worktree did not take the spare");
+  ctx.options.spareWorktrees = false;
+  const c = await spawnOnce(ctx, true);
+  ctx.options.spareWorktrees = true;
+  if (claims(ctx) !== claimed + 1) throw new Error("the spawn without spares took one");
+  // The first round warms the page cache and the JIT.
+  if (round === 0) return;
+  rounds.plain.push(p);
+  rounds.warm.push(w);
+  rounds.added.push(w - p);
+  rounds.cold.push(c);
+  rounds.refill.push(refill);
+}
+
+/**
+ * 9. spawn-agent with a worktree on a repository of 5,000 files (fake server and tmux, real git). The checkout, which
+ * every worktree costs whoever makes it (the floor: a bare `git worktree add` of the same repository), is made
+ * beforehand in the background (the team's spare, specs/worktrees.md): 9a/9b time the spawn that takes it, target
+ * under 300 ms added to the spawn; 9c the fallback without a spare against the floor (target 1.2x); 9d the refill.
+ * Not in these figures: the real server's per-directory instance boot in the new worktree and the pane's
+ * `opencode attach` (figure 6 times a real spawn, without a worktree).
  */
 export async function benchWorktree(quick: boolean): Promise<Figure[]> {
   const ctx = await makeTestContext({ promptRetryDelayMs: 0 });
   try {
     await bigRepo(ctx.projectRoot);
-    const created = await createTeam(ctx, { teamName: "wt" }, LEADER);
+    const created = await createTeam(ctx, { teamName: "wt", worktrees: true }, LEADER);
     if (!created.success) throw new Error(created.error);
-    const plain: number[] = [];
-    const withTree: number[] = [];
-    const bare: number[] = [];
-    const subject = async (round: number) => {
-      const p = await spawnOnce(ctx, false);
-      const w = await spawnOnce(ctx, true);
-      // The first round warms the page cache and the JIT.
-      if (round > 0) {
-        plain.push(p);
-        withTree.push(w);
-      }
-    };
+    const rounds: Rounds = { plain: [], warm: [], added: [], cold: [], refill: [], bare: [] };
     const floor = async (round: number) => {
+      await sparesSettled(ctx);
       const dir = path.join(ctx.projectRoot, "..", `${path.basename(ctx.projectRoot)}-bare-${round}`);
       const ms = await timed(async () =>
         git(ctx.projectRoot, "worktree", "add", "--quiet", "-b", `bare${round}`, "--", dir),
       );
       git(ctx.projectRoot, "worktree", "remove", "--", dir);
-      if (round > 0) bare.push(ms);
+      if (round > 0) rounds.bare.push(ms);
     };
-    await interleaved((quick ? 7 : 21) + 1, subject, floor);
-    const added = quantile(withTree, 0.5) - quantile(plain, 0.5);
+    await interleaved((quick ? 7 : 21) + 1, (round) => subjectRound(ctx, rounds, round), floor);
+    const { plain, warm, added, cold, refill, bare } = rounds;
+    const median = (samples: number[]) => quantile(samples, 0.5).toFixed(1);
     note(
-      `worktree: spawn median ${quantile(plain, 0.5).toFixed(1)} ms without, ${quantile(withTree, 0.5).toFixed(1)} ms with`,
+      `worktree: spawn median ${median(plain)} ms without, ${median(warm)} ms with a spare, ${median(cold)} ms without a spare; git worktree add ${median(bare)} ms`,
     );
     return [
-      figure("9a", `spawn-agent with a worktree, ${FILES} files, fakes`, "ms", withTree, {
+      figure("9a", `spawn-agent with a worktree, spare ready, ${FILES} files, fakes`, "ms", warm, {
+        floor: {
+          what: "spawn-agent without a worktree",
+          samples: plain,
+          also: { what: "bare git worktree add", samples: bare },
+        },
+      }),
+      figure("9b", "added to the spawn by the worktree, spare ready (9a - without, per round)", "ms", added, {
+        absolute: { text: "< 300 ms", ok: (m) => m < 300 },
+      }),
+      figure("9c", `spawn-agent with a worktree, no spare (checkout), ${FILES} files, fakes`, "ms", cold, {
         floor: {
           what: "bare git worktree add of the same repository",
           samples: bare,
@@ -96,7 +146,9 @@ export async function benchWorktree(quick: boolean): Promise<Figure[]> {
           also: { what: "spawn-agent without a worktree", samples: plain },
         },
       }),
-      figure("9b", "added to the spawn by the worktree (median 9a - median without)", "ms", [added]),
+      figure("9d", "the refill after a spawn: next spare ready (background, nice 19)", "ms", refill, {
+        floor: { what: "bare git worktree add", samples: bare },
+      }),
     ];
   } finally {
     await ctx.cleanup();

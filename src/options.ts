@@ -56,6 +56,11 @@ export const TeamsOptionsSchema = z.object({
   worktreeRoot: z.string().min(1).optional(),
   /** Keep every agent's worktree and branch when it ends, even a clean, unchanged one (specs/worktrees.md). */
   keepWorktrees: z.boolean().default(false),
+  /**
+   * Keep one spare checkout of the leader's HEAD per team that uses worktrees, made in the background, so spawn-agent
+   * with a worktree takes it instead of waiting for a checkout (specs/worktrees.md).
+   */
+  spareWorktrees: z.boolean().default(true),
   /** Turn the background monitor and sweep off (the CLI and tests that drive them by hand). */
   background: z.boolean().default(true),
 });

@@ -73,6 +73,8 @@ async function checkStorage(ctx: TeamsContext): Promise<Check[]> {
   }
   const damaged: string[] = [];
   const staleLocks: string[] = [];
+  // Not into the worktrees: checkouts of the project (agents' and the spare), whose `bun.lock` or `Cargo.lock` is
+  // the project's own file, not a lock of ours.
   const walk = async (dir: string): Promise<void> => {
     for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
       const full = path.join(dir, entry.name);
@@ -81,7 +83,7 @@ async function checkStorage(ctx: TeamsContext): Promise<Check[]> {
       else if (entry.name.endsWith(".lock")) {
         const info = await stat(full).catch(() => undefined);
         if (info && ctx.clock.now() - info.mtimeMs > 10_000) staleLocks.push(path.relative(root, full));
-      } else if (entry.isDirectory()) await walk(full);
+      } else if (entry.isDirectory() && full !== ctx.store.paths.worktreesDir) await walk(full);
     }
   };
   await walk(root);

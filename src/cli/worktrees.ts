@@ -1,6 +1,6 @@
 import type { TeamsContext } from "../operations/context.ts";
 import { agentBranch, worktreeContents } from "../operations/worktrees/bring-home.ts";
-import { exists, gitOf, leaderRepo } from "../operations/worktrees/worktrees.ts";
+import { exists, gitOf, leaderRepo } from "../operations/worktrees/repo.ts";
 import { isAgentId } from "../state/paths.ts";
 import type { AgentState } from "../state/schemas.ts";
 import { type Cell, type Painter, renderTable, STATUS_STYLE } from "./format.ts";

@@ -4,6 +4,18 @@ export interface CommitLine {
   subject: string;
 }
 
+/** One worktree of a repository, as `git worktree list --porcelain` describes it. */
+export interface WorktreeEntry {
+  /** Its directory, as git recorded it (symlinks resolved). */
+  path: string;
+  /** Its checked-out commit; absent in a worktree without one (a bare repository's entry). */
+  head?: string;
+  /** Its branch (`refs/heads/...` without the prefix); absent on a detached HEAD. */
+  branch?: string;
+  /** Locked (`git worktree lock`, or an add still running or killed while it ran): git will not move it. */
+  locked: boolean;
+}
+
 /**
  * The git commands opencode-teams runs, behind an interface like the tmux edge. Every path and ref is passed as its
  * own argument after `--` or a validated ref, never through a shell. `repo` is any directory inside a work tree.
@@ -21,6 +33,31 @@ export interface GitApi {
   branchTip(repo: string, branch: string): Promise<string | undefined>;
   /** A new worktree at `dir` on a new branch starting at `start`. */
   addWorktree(repo: string, dir: string, branch: string, start: string): Promise<void>;
+  /**
+   * A new worktree at `dir` with a detached HEAD at `commit`. `lowPriority`: git runs under `nice`, for work nobody
+   * waits for (the spare worktree).
+   */
+  addDetachedWorktree(
+    repo: string,
+    dir: string,
+    commit: string,
+    options?: { lowPriority?: boolean },
+  ): Promise<void>;
+  /**
+   * Move a worktree (`git worktree move`, a rename of its directory). Fails when `from` is not a worktree of this
+   * repository, is locked, or `to` exists as a file; when `to` is an existing directory git moves `from` INTO it, so
+   * callers make sure it does not exist.
+   */
+  moveWorktree(repo: string, from: string, to: string): Promise<void>;
+  /** Every worktree of the repository, the main one first (`git worktree list --porcelain -z`). */
+  listWorktrees(repo: string): Promise<WorktreeEntry[]>;
+  /** A new branch at `commit`; fails when the branch exists already (never moves one). */
+  createBranch(repo: string, branch: string, commit: string): Promise<void>;
+  /**
+   * Put the worktree of `dir` on `branch` without touching its files or index (`git symbolic-ref HEAD`): for a
+   * detached worktree whose commit is the branch's tip, the same as having checked the branch out.
+   */
+  attachHead(dir: string, branch: string): Promise<void>;
   /** A new worktree at `dir` checking out an existing branch. */
   checkoutWorktree(repo: string, dir: string, branch: string): Promise<void>;
   /** Remove a clean worktree (`git worktree remove`, without --force: git itself refuses a dirty one). */

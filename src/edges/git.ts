@@ -1,4 +1,4 @@
-import type { CommitLine, GitApi } from "./git-api.ts";
+import type { CommitLine, GitApi, WorktreeEntry } from "./git-api.ts";
 
 export class GitError extends Error {
   override name = "GitError";
@@ -33,6 +33,35 @@ function fields(text: string): string[] {
   return text.split("\0").filter((field) => field !== "");
 }
 
+let niceArgv: string[] | undefined;
+
+/** `nice -n 19` where there is a `nice` (looked up once), else nothing: the work runs at normal priority. */
+function niceCommand(): string[] {
+  if (niceArgv === undefined) {
+    const bin = Bun.which("nice");
+    niceArgv = bin ? [bin, "-n", "19"] : [];
+  }
+  return niceArgv;
+}
+
+/** `git worktree list --porcelain -z`: records of `key value` fields, each record ended by an empty field. */
+function worktreeEntries(out: string): WorktreeEntry[] {
+  const entries: WorktreeEntry[] = [];
+  let current: WorktreeEntry | undefined;
+  for (const field of out.split("\0")) {
+    const space = field.indexOf(" ");
+    const key = space < 0 ? field : field.slice(0, space);
+    const value = space < 0 ? "" : field.slice(space + 1);
+    if (key === "worktree") {
+      current = { path: value, locked: false };
+      entries.push(current);
+    } else if (current && key === "HEAD") current.head = value;
+    else if (current && key === "branch") current.branch = value.replace(/^refs\/heads\//, "");
+    else if (current && key === "locked") current.locked = true;
+  }
+  return entries;
+}
+
 /** The real `git` binary, run with an argument vector (no shell). */
 export class GitCli implements GitApi {
   private readonly env: Record<string, string>;
@@ -43,8 +72,9 @@ export class GitCli implements GitApi {
     this.env = gitEnv(env);
   }
 
-  private async run(repo: string, args: string[]): Promise<RunResult> {
-    const proc = Bun.spawn([this.bin, "-C", repo, ...args], {
+  private async run(repo: string, args: string[], lowPriority = false): Promise<RunResult> {
+    const nice = lowPriority ? niceCommand() : [];
+    const proc = Bun.spawn([...nice, this.bin, "-C", repo, ...args], {
       env: this.env,
       stdin: "ignore",
       stdout: "pipe",
@@ -59,8 +89,8 @@ export class GitCli implements GitApi {
   }
 
   /** Run and return stdout; a non-zero exit becomes a GitError naming the command and git's own words. */
-  private async ok(repo: string, args: string[]): Promise<string> {
-    const result = await this.run(repo, args);
+  private async ok(repo: string, args: string[], lowPriority = false): Promise<string> {
+    const result = await this.run(repo, args, lowPriority);
     if (result.code !== 0) {
       const said = result.stderr.trim() || result.stdout.trim() || `exit code ${result.code}`;
       throw new GitError(`git ${args[0]} failed: ${said}`);
@@ -102,6 +132,39 @@ export class GitCli implements GitApi {
 
   async addWorktree(repo: string, dir: string, branch: string, start: string): Promise<void> {
     await this.ok(repo, ["worktree", "add", "--quiet", "-b", branch, "--", dir, start]);
+  }
+
+  async addDetachedWorktree(
+    repo: string,
+    dir: string,
+    commit: string,
+    options: { lowPriority?: boolean } = {},
+  ): Promise<void> {
+    await this.ok(repo, ["worktree", "add", "--quiet", "--detach", "--", dir, commit], options.lowPriority);
+  }
+
+  async moveWorktree(repo: string, from: string, to: string): Promise<void> {
+    await this.ok(repo, ["worktree", "move", "--", from, to]);
+  }
+
+  async listWorktrees(repo: string): Promise<WorktreeEntry[]> {
+    return worktreeEntries(await this.ok(repo, ["worktree", "list", "--porcelain", "-z"]));
+  }
+
+  async createBranch(repo: string, branch: string, commit: string): Promise<void> {
+    // The empty old value: the ref must not exist yet, checked and created under git's ref lock.
+    await this.ok(repo, [
+      "update-ref",
+      "-m",
+      `branch: Created from ${commit}`,
+      `refs/heads/${branch}`,
+      commit,
+      "",
+    ]);
+  }
+
+  async attachHead(dir: string, branch: string): Promise<void> {
+    await this.ok(dir, ["symbolic-ref", "HEAD", `refs/heads/${branch}`]);
   }
 
   async checkoutWorktree(repo: string, dir: string, branch: string): Promise<void> {

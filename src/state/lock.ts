@@ -273,6 +273,26 @@ async function acquireFileLock(file: string, timing: Partial<LockTiming>): Promi
     full.maxWaitMs,
     `waiting for the lock on ${file}`,
   );
+  return holdLock(lock, owner, full);
+}
+
+/**
+ * Take the lock on `file` if nobody holds it (an abandoned one is taken over as usual), without waiting: the release
+ * function, or undefined when a live holder has it. For work that one process doing is enough (the spare worktree).
+ */
+export async function tryFileLock(
+  file: string,
+  timing: Partial<LockTiming> = {},
+): Promise<(() => Promise<void>) | undefined> {
+  const full = { ...DEFAULT_TIMING, ...timing };
+  const lock = `${file}.lock`;
+  const owner = newOwnerToken();
+  if (!(await tryAcquire(lock, owner, full.staleMs))) return undefined;
+  return holdLock(lock, owner, full);
+}
+
+/** A lock just taken: refreshed while held, released by the function returned (or when the process exits). */
+function holdLock(lock: string, owner: string, full: LockTiming): () => Promise<void> {
   installExitHook();
   held.set(lock, { owner, staleMs: full.staleMs });
   const refresher = setInterval(

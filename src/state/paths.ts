@@ -121,6 +121,10 @@ export class StoragePaths {
   paneLock(teamName: string): string {
     return path.join(this.teamDir(teamName), "tmux");
   }
+  /** The file whose lock (`spare.lock`) is held while the team's spare worktree is being made (specs/worktrees.md). */
+  spareLock(teamName: string): string {
+    return path.join(this.teamDir(teamName), "spare");
+  }
   /** The file whose lock (`merge.lock`) is held while merge-agent merges into the leader's checkout. */
   get mergeLock(): string {
     return path.join(this.root, "merge");

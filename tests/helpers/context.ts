@@ -8,6 +8,7 @@ import { hostProcesses } from "../../src/edges/process-info.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
 import type { LogLevel, TeamsContext, TeamsEdges } from "../../src/operations/context.ts";
+import { sparesSettled } from "../../src/operations/worktrees/spare.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
 import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
@@ -102,7 +103,11 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
     },
     // Fake panes start, settle and die at once; a test of real panes sets its own.
     paneTiming: { settleMs: 0, execSettleMs: 0, exitGraceMs: 0, tuiReadyMs: 0 },
-    cleanup: () => rm(projectRoot, { recursive: true, force: true }),
+    cleanup: async () => {
+      // A spare worktree being made in the background would be writing into the directory removed here.
+      await sparesSettled(ctx);
+      await rm(projectRoot, { recursive: true, force: true });
+    },
   };
   return ctx;
 }

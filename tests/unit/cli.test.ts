@@ -182,14 +182,22 @@ describe("opencode-teams CLI", () => {
     await Bun.write(lock, "");
     const old = new Date(Date.now() - 60_000);
     await utimes(lock, old, old);
+    // A project file in a worktree (an agent's, the spare) is no lock of ours.
+    const projectLock = path.join(ctx.store.paths.worktreesDir, "alpha", ".spare-0", "bun.lock");
+    await Bun.write(projectLock, "{}");
+    await utimes(projectLock, old, old);
     const withLock = JSON.parse((await cli(["doctor", "--json"])).stdout) as {
       checks: { name: string; level: string; detail: string }[];
     };
-    expect(withLock.checks.find((c) => c.name === "locks")).toMatchObject({ level: "warn" });
+    expect(withLock.checks.find((c) => c.name === "locks")).toMatchObject({
+      level: "warn",
+      detail: expect.stringContaining("1 lock(s)"),
+    });
     const bunDir = path.dirname(process.execPath);
     const noTmux = await cli(["doctor"], { PATH: bunDir });
     expect(noTmux.code).toBe(1);
     expect(noTmux.stdout).toMatch(/✗ tmux: tmux is not installed/);
     expect(noTmux.stdout).toContain("fix: install tmux");
-  });
+    // Three runs of the CLI, each booting Bun and checking tmux and opencode: seconds on a busy machine.
+  }, 30_000);
 });

@@ -3,22 +3,15 @@ import { existsSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { identityText } from "../../src/operations/team/identity-prompt.ts";
+import { sparesSettled } from "../../src/operations/worktrees/spare.ts";
 import type { AgentState, AgentWorktree } from "../../src/state/schemas.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { commitFile, git, initRepo } from "../helpers/git.ts";
+import type { Spawned } from "../helpers/spare.ts";
 import { agentOnDisk, leadTeam } from "../helpers/team.ts";
 
 const LEADER = "ses_lead";
 
-interface Spawned {
-  success: boolean;
-  error?: string;
-  agentId: string;
-  sessionId: string;
-  name: string;
-  worktree?: AgentWorktree;
-  warnings?: string[];
-}
 type Result = { success: boolean; error?: string; warnings?: string[] } & Record<string, unknown>;
 
 let ctx: TestContext;
@@ -133,7 +126,10 @@ describe("spawn-agent worktree", () => {
     expect(failed.success).toBe(false);
     expect(existsSync(path.join(ctx.store.paths.worktreesDir, "alpha", "worker-1"))).toBe(false);
     expect(branches()).toEqual(["main"]);
-    expect(git(ctx.projectRoot, "worktree", "list", "--porcelain").match(/^worktree /gm)?.length).toBe(1);
+    // Beside the leader's checkout, only the team's spare (made after the spawn, in the background).
+    await sparesSettled(ctx);
+    const listed = git(ctx.projectRoot, "worktree", "list", "--porcelain").match(/^worktree .*$/gm) ?? [];
+    expect(listed.filter((line) => !line.includes("/.spare-"))).toHaveLength(1);
   });
 });
 

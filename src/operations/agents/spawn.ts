@@ -2,6 +2,7 @@ import { assertTeamName } from "../../state/paths.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
+import { refillSpare } from "../worktrees/spare.ts";
 import { planWorktree } from "../worktrees/worktrees.ts";
 import { agentName, planName, resolveCwd } from "./agent-input.ts";
 import { launchAgent, projectServerOrFail, type SpawnAgentOutput } from "./launch.ts";
@@ -55,7 +56,7 @@ export async function spawnAgent(
   steps.progress("server", "Starting the OpenCode server");
   const server = await projectServerOrFail(ctx);
   if ("success" in server) return server;
-  return launchAgent(
+  const launched = await launchAgent(
     ctx,
     {
       team,
@@ -73,4 +74,7 @@ export async function spawnAgent(
     },
     steps,
   );
+  // The spare (if any) was just taken, or HEAD moved past it: the next spawn's is made now, in the background.
+  if (worktree) refillSpare(ctx, team.name);
+  return launched;
 }

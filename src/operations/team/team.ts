@@ -4,6 +4,7 @@ import { assertTeamName } from "../../state/paths.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, type OpResult } from "../result.ts";
+import { refillSpare } from "../worktrees/spare.ts";
 
 export interface CreateTeamInput {
   teamName: string;
@@ -89,5 +90,7 @@ export async function createTeam(
   await ctx.store.writeAgent(leader);
   await ctx.store.createTasks(input.teamName);
   ctx.log("info", `team ${input.teamName} created`, { leaderAgentId, sessionId });
+  // Agents get worktrees by default: the first spawn should not wait for a checkout either.
+  if (input.worktrees) refillSpare(ctx, input.teamName);
   return { success: true, teamName: input.teamName, leaderAgentId };
 }

@@ -6,7 +6,9 @@ import { readAgentOrFail } from "../agents/finish.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader, requireMember } from "../team/identity.ts";
-import { exists, gitOf, leaderRepo, removeIfUnchanged } from "./worktrees.ts";
+import { exists, gitOf, leaderRepo } from "./repo.ts";
+import { refillSpare } from "./spare.ts";
+import { removeIfUnchanged } from "./worktrees.ts";
 
 export interface AgentDiffInput {
   teamName: string;
@@ -186,6 +188,8 @@ async function mergeLocked(
   const warnings = agent.status === "terminated" ? await removeMerged(ctx, agent.worktree, tip) : [];
   const worktreeRemoved = !(await git.branchTip(repo, branch));
   ctx.log("info", `merged ${branch} into ${into}`, { agentId: agent.agentId, strategy, commit });
+  // HEAD moved: the team's spare is of the old commit now, and the next spawn would check out while the leader waits.
+  refillSpare(ctx, input.teamName);
   return {
     success: true,
     branch,

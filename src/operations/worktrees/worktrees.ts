@@ -3,6 +3,8 @@ import type { GitApi } from "../../edges/git-api.ts";
 import type { AgentState, AgentWorktree, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError } from "../result.ts";
+import { exists, gitOf, leaderRepo, worktreeDir, worktreesRoot } from "./repo.ts";
+import { claimSpare } from "./spare.ts";
 
 /** What spawn-agent settled before launching: the worktree is made once the agent's name is known. */
 export interface WorktreePlan {
@@ -21,22 +23,6 @@ export type WorktreeRequest = { create: WorktreePlan } | { reenter: AgentWorktre
 
 function message(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
-}
-
-export function gitOf(ctx: TeamsContext): GitApi {
-  if (!ctx.edges.git) throw new CallerError("git is not available in this process: spawn without a worktree");
-  return ctx.edges.git;
-}
-
-/** The leader's work tree: the git top level of the project root. */
-export async function leaderRepo(ctx: TeamsContext): Promise<string> {
-  const repo = await gitOf(ctx).topLevel(ctx.projectRoot);
-  if (!repo) {
-    throw new CallerError(
-      `The project '${ctx.projectRoot}' is not inside a git repository, so an agent cannot get a worktree: spawn it with worktree: false, or run \`git init\` and commit first.`,
-    );
-  }
-  return repo;
 }
 
 /**
@@ -73,23 +59,6 @@ async function checkedBranch(git: GitApi, branch: string): Promise<string> {
   return branch;
 }
 
-/** The directory for an agent's worktree: `<worktreeRoot or storage/worktrees>/<team>/<agent-name>`. */
-export function worktreeDir(ctx: TeamsContext, teamName: string, agentName: string): string {
-  if (!/^[A-Za-z0-9_][A-Za-z0-9._-]*$/.test(agentName)) {
-    throw new CallerError(
-      `Agent name ${JSON.stringify(agentName)} cannot name a worktree directory: use letters, digits, '.', '_' and '-' (not starting with '.' or '-'), or spawn without a worktree.`,
-    );
-  }
-  const root = ctx.options.worktreeRoot
-    ? path.resolve(ctx.projectRoot, ctx.options.worktreeRoot)
-    : ctx.store.paths.worktreesDir;
-  return path.join(root, teamName, agentName);
-}
-
-export async function exists(ctx: TeamsContext, file: string): Promise<boolean> {
-  return (await ctx.edges.files.kind(file, { follow: false })) !== undefined;
-}
-
 export interface MadeWorktree {
   worktree: AgentWorktree;
   /** The agent's working directory inside it. */
@@ -118,7 +87,9 @@ export async function createWorktree(
       `The worktree directory '${dir}' already exists: pick another agent name, or remove it (\`git worktree remove\`) if its work is not needed.`,
     );
   }
-  await git.addWorktree(plan.repo, dir, branch, plan.base);
+  // The team's spare checkout of the base when there is one (no checkout to wait for), else a checkout now.
+  const claimed = await claimSpare(ctx, { repo: plan.repo, base: plan.base, teamName, dir, branch });
+  if (!claimed) await git.addWorktree(plan.repo, dir, branch, plan.base);
   const worktree: AgentWorktree = { path: dir, branch, base: plan.base };
   const undo = async () => {
     await git.removeWorktree(plan.repo, dir);
@@ -153,9 +124,7 @@ export async function placeAgent(
  * could name any directory, which resume would then create a worktree in.
  */
 export function worktreeCwd(ctx: TeamsContext, worktree: AgentWorktree, cwd: string): string {
-  const root = ctx.options.worktreeRoot
-    ? path.resolve(ctx.projectRoot, ctx.options.worktreeRoot)
-    : ctx.store.paths.worktreesDir;
+  const root = worktreesRoot(ctx);
   const inside = (child: string, parent: string) => {
     const relative = path.relative(parent, child);
     return !relative.startsWith("..") && !path.isAbsolute(relative);
