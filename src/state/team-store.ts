@@ -6,7 +6,7 @@ import { ColorStore } from "./color-store.ts";
 import { readSlot, writeSlot } from "./heartbeat-slot.ts";
 import { HistoryStore } from "./history-store.ts";
 import type { LockTiming } from "./lock.ts";
-import { withFileLock } from "./lock.ts";
+import { tryFileLock, withFileLock } from "./lock.ts";
 import { tightenDir } from "./modes.ts";
 import { NoticeDigestStore } from "./notice-digest-store.ts";
 import { isAgentId, type StoragePaths } from "./paths.ts";
@@ -276,6 +276,14 @@ export class TeamStore {
   /** Run `fn` holding the project's merge lock: one merge into the leader's checkout at a time. */
   withMergeLock<T>(fn: () => Promise<T>): Promise<T> {
     return withFileLock(this.paths.mergeLock, fn, this.lockTiming);
+  }
+
+  /**
+   * The team's spare-worktree lock if nobody holds it, without waiting: its release function, or undefined while
+   * another process makes the spare.
+   */
+  trySpareLock(teamName: string): Promise<(() => Promise<void>) | undefined> {
+    return tryFileLock(this.paths.spareLock(teamName), this.lockTiming);
   }
 
   /** Run `fn` holding one inbox message's lock: it is delivered by one process, once. */

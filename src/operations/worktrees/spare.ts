@@ -1,7 +1,6 @@
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import type { GitApi, WorktreeEntry } from "../../edges/git-api.ts";
-import { tryFileLock } from "../../state/lock.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import { exists, gitOf, leaderRepo, teamWorktreesDir, worktreesRoot } from "./repo.ts";
@@ -192,7 +191,7 @@ export async function sparesSettled(ctx: TeamsContext): Promise<void> {
 async function keepSpare(ctx: TeamsContext, teamName: string, maker: Maker): Promise<void> {
   for (let pass = 0; pass < MAX_PASSES; pass++) {
     maker.again = false;
-    const release = await tryFileLock(ctx.store.paths.spareLock(teamName), ctx.store.lockTiming);
+    const release = await ctx.store.trySpareLock(teamName);
     // Another process is making it.
     if (!release) return;
     let made: boolean;
