@@ -180,6 +180,50 @@ export function finishOverdueKill(ctx: TeamsContext, agent: AgentState): Promise
   return finishAgent(ctx, agent, overdueKillHow);
 }
 
+/** How a graceful kill went before the agent is finished: confirmed, timed out, or not asked (not running, unreachable). */
+interface ShutdownAnswer {
+  method: KillAgentOutput["method"];
+  phase: KillPhase;
+  warnings: string[];
+}
+
+/**
+ * The graceful part of kill-agent: ask a running agent to finish and wait up to shutdownTimeoutMs for its
+ * confirmation. A whole answer when another call finished the agent meanwhile.
+ */
+async function askToShutDown(
+  ctx: TeamsContext,
+  agent: AgentState,
+  reasonText: string | undefined,
+  options: KillOptions,
+): Promise<ShutdownAnswer | OpResult<KillAgentOutput>> {
+  if (!ANSWERING.has(agent.status)) return { method: "force", phase: "not_running", warnings: [] };
+  options.progress?.(`Asking ${agent.name} to shut down`);
+  const request = await requestShutdown(ctx, agent, reasonText);
+  const warnings = request.warning ? [`Graceful shutdown skipped: ${request.warning}`] : [];
+  if (!request.sent) return { method: "force", phase: "unreachable", warnings };
+  options.progress?.(`Waiting for ${agent.name} to confirm`);
+  const deadline = request.requestedAt + ctx.options.shutdownTimeoutMs;
+  const outcome = await awaitConfirmation(ctx, agent, deadline, options.signal);
+  if (outcome === "terminated") {
+    // Another call (a concurrent kill) finished it; report how that one ended.
+    const read = await ctx.store.readAgent(agent.teamName, agent.agentId);
+    const confirmed = read.kind === "ok" && read.value.outcome === "killed";
+    return {
+      success: true,
+      method: confirmed ? "graceful" : "force",
+      phase: confirmed ? "confirmed" : "forced",
+      reassignedTasks: [],
+      warnings: ["The agent was finished by another call meanwhile"],
+    };
+  }
+  if (outcome === "confirmed") return { method: "graceful", phase: "confirmed", warnings };
+  warnings.push(
+    `${agent.name} did not confirm within ${ctx.options.shutdownTimeoutMs} ms; it was stopped by force`,
+  );
+  return { method: "force", phase: "timeout", warnings };
+}
+
 /**
  * kill-agent: leader only; not the leader itself; not an agent already terminated. Graceful by default: the agent is
  * asked to finish and confirm (confirm-shutdown) and is finished as force when it does not within shutdownTimeoutMs.
@@ -202,51 +246,11 @@ export async function killAgent(
   if (agent.status === "terminated") return fail(`${agentLabel(agent)} is already terminated`);
 
   const reasonText = input.reason?.trim() || undefined;
-  const warnings: string[] = [];
-  let method: KillAgentOutput["method"] = "force";
-  let phase: KillPhase = "forced";
-
-  if (!input.force) {
-    if (!ANSWERING.has(agent.status)) {
-      phase = "not_running";
-    } else {
-      options.progress?.(`Asking ${agent.name} to shut down`);
-      const request = await requestShutdown(ctx, agent, reasonText);
-      if (request.warning) warnings.push(`Graceful shutdown skipped: ${request.warning}`);
-      if (!request.sent) {
-        phase = "unreachable";
-      } else {
-        options.progress?.(`Waiting for ${agent.name} to confirm`);
-        const outcome = await awaitConfirmation(
-          ctx,
-          agent,
-          request.requestedAt + ctx.options.shutdownTimeoutMs,
-          options.signal,
-        );
-        if (outcome === "terminated") {
-          // Another call (a concurrent kill) finished it; report how that one ended.
-          const read = await ctx.store.readAgent(agent.teamName, agent.agentId);
-          const confirmed = read.kind === "ok" && read.value.outcome === "killed";
-          return {
-            success: true,
-            method: confirmed ? "graceful" : "force",
-            phase: confirmed ? "confirmed" : "forced",
-            reassignedTasks: [],
-            warnings: ["The agent was finished by another call meanwhile"],
-          };
-        }
-        if (outcome === "confirmed") {
-          method = "graceful";
-          phase = "confirmed";
-        } else {
-          phase = "timeout";
-          warnings.push(
-            `${agent.name} did not confirm within ${ctx.options.shutdownTimeoutMs} ms; it was stopped by force`,
-          );
-        }
-      }
-    }
-  }
+  const asked = input.force
+    ? { method: "force" as const, phase: "forced" as const, warnings: [] }
+    : await askToShutDown(ctx, agent, reasonText, options);
+  if ("success" in asked) return asked;
+  const { method, phase, warnings } = asked;
 
   options.progress?.(`Stopping ${agent.name}`);
   const reason =
