@@ -8,12 +8,12 @@ import { readFile, writeFile } from "node:fs/promises";
 import { collectStatus } from "../../src/cli/status.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
 import { ColorPoolSchema, type TaskBoard } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { hasTmux, killServer, tmuxSocketName } from "../e2e/harness/tmux.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { mockModelTeam } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -33,8 +33,7 @@ let call: ReturnType<typeof toolCaller>;
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, shutdownTimeoutMs: 500 });
   call = toolCaller(ctx);
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
+  await mockModelTeam(ctx, LEADER);
 });
 afterEach(() => ctx.cleanup());
 
@@ -62,7 +61,7 @@ async function runningAgentWithTask() {
   return { ...spawned, taskId: created.task.id };
 }
 
-const agentFile = (agentId: string) => ctx.store.paths.agentState("alpha", agentId);
+const agentPath = (agentId: string) => ctx.store.paths.agentState("alpha", agentId);
 
 async function taskOf(taskId: string) {
   const board = JSON.parse(await readFile(ctx.store.paths.tasks("alpha"), "utf8")) as TaskBoard;
@@ -93,7 +92,7 @@ function keyPaths(value: unknown, prefix = ""): string[] {
 describe("a damaged agent file", () => {
   test("shows the agent as unknown in every listing, every time, and kill-agent ends it", async () => {
     const agent = await runningAgentWithTask();
-    await writeFile(agentFile(agent.agentId), '{"version": 1, "agentId": \u0000 garbage');
+    await writeFile(agentPath(agent.agentId), '{"version": 1, "agentId": \u0000 garbage');
 
     for (let round = 1; round <= 2; round++) {
       const listed = await call<{ agents: Listing[]; warnings?: string[] }>(
@@ -172,8 +171,8 @@ describe("a damaged agent file", () => {
 
   /** Torn mid-write: the tail is lost, the fields before it are as written. */
   async function tearAgentFile(agentId: string) {
-    const text = await readFile(agentFile(agentId), "utf8");
-    await writeFile(agentFile(agentId), text.slice(0, text.indexOf('"cwd"')));
+    const text = await readFile(agentPath(agentId), "utf8");
+    await writeFile(agentPath(agentId), text.slice(0, text.indexOf('"cwd"')));
   }
 
   test("kill-agent ends it at once, from a torn file, and never touches a pane without its mark", async () => {
@@ -214,7 +213,7 @@ describe("a damaged agent file", () => {
 
   test("the sweep neither throws nor repeats itself over it", async () => {
     const agent = await runningAgentWithTask();
-    await writeFile(agentFile(agent.agentId), "not json");
+    await writeFile(agentPath(agent.agentId), "not json");
     const sweeper = new StaleSweeper(ctx);
     for (let round = 0; round < 3; round++) {
       const before = ctx.logs.length;

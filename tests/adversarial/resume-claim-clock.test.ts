@@ -7,9 +7,10 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { hostname } from "node:os";
 import { RESUME_CLAIM_TTL_MS } from "../../src/operations/agents/resume-claim.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
+import { markLost, spawnHeadless } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { mockModelTeam } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -22,33 +23,20 @@ type Result = { success: boolean; error?: string; agentId?: string };
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0 });
   call = toolCaller(ctx);
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
+  await mockModelTeam(ctx, LEADER);
 });
 afterEach(() => ctx.cleanup());
 
 /** A lost agent that a resume-agent call claimed (and has not launched yet), by `claim`. */
 async function claimedAgent(claim: Partial<AgentState>): Promise<AgentState> {
-  const spawned = await call<Result>(
-    "spawn-agent",
-    { teamName: "alpha", prompt: "work", headless: true },
-    LEADER,
-  );
-  if (!spawned.agentId) throw new Error(spawned.error);
-  const { value } = await ctx.store.updateAgent("alpha", spawned.agentId, (s) =>
-    s
-      ? {
-          ...s,
-          status: "terminated",
-          outcome: "interrupted",
-          resumedBy: CLAIMED_AS,
-          resumeClaimedAt: new Date(ctx.clock.now()).toISOString(),
-          ...claim,
-        }
-      : s,
-  );
-  if (!value) throw new Error("no agent");
-  return value;
+  const spawned = await spawnHeadless(call, LEADER, "work");
+  return markLost(ctx, spawned.agentId, {
+    status: "terminated",
+    outcome: "interrupted",
+    resumedBy: CLAIMED_AS,
+    resumeClaimedAt: new Date(ctx.clock.now()).toISOString(),
+    ...claim,
+  });
 }
 
 const resume = (agentId: string) => call<Result>("resume-agent", { teamName: "alpha", agentId }, LEADER);

@@ -1,4 +1,5 @@
-import type { AgentState, InboxMessage } from "../../src/state/schemas.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
+import type { AgentState, InboxMessage, TeamConfig } from "../../src/state/schemas.ts";
 import type { TestContext } from "./context.ts";
 import type { FakeSession } from "./fakes.ts";
 import { toolCaller } from "./tools.ts";
@@ -23,11 +24,31 @@ export async function leadTeam(
   return { call, leaderId: created.leaderAgentId, leaderSession };
 }
 
-/** The messages in the team leader's inbox, oldest first. */
-export async function leaderInbox(ctx: TestContext, teamName = "alpha"): Promise<InboxMessage[]> {
+/**
+ * A team led by `leaderSessionId` whose agents default to the mock model, created directly (not through the tool);
+ * returns the leader's agent id.
+ */
+export async function mockModelTeam(
+  ctx: TestContext,
+  leaderSessionId: string,
+  teamName = "alpha",
+): Promise<string> {
+  const team = await createTeam(ctx, { teamName, defaultModel: "mock/mock-model" }, leaderSessionId);
+  if (!team.success) throw new Error(`createTeam failed: ${team.error}`);
+  return team.leaderAgentId;
+}
+
+/** The team's config as the store reads it; throws when it is missing or damaged. */
+export async function teamConfig(ctx: TestContext, teamName = "alpha"): Promise<TeamConfig> {
   const team = await ctx.store.readTeam(teamName);
   if (team.kind !== "ok") throw new Error(`team ${teamName} unreadable: ${team.kind}`);
-  return (await ctx.store.readInbox(teamName, team.value.leader)).items;
+  return team.value;
+}
+
+/** The messages in the team leader's inbox, oldest first. */
+export async function leaderInbox(ctx: TestContext, teamName = "alpha"): Promise<InboxMessage[]> {
+  const team = await teamConfig(ctx, teamName);
+  return (await ctx.store.readInbox(teamName, team.leader)).items;
 }
 
 /** An agent's state as the store reads it; throws when it is missing or damaged. */

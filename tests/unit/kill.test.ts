@@ -2,10 +2,10 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { readFile } from "node:fs/promises";
 import { pidAlive } from "../../src/edges/process.ts";
 import { childPids, terminateProcess } from "../../src/edges/process-info.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
+import { mockModelTeam } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -27,9 +27,7 @@ let leaderId: string;
 async function setup(options: Record<string, unknown> = {}) {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, shutdownTimeoutMs: 2_000, ...options });
   call = toolCaller(ctx);
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
-  leaderId = team.leaderAgentId;
+  leaderId = await mockModelTeam(ctx, LEADER);
 }
 
 beforeEach(() => setup());
