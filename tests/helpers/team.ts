@@ -1,8 +1,17 @@
 import { createTeam } from "../../src/operations/team/team.ts";
+import type { TeamsOptions } from "../../src/options.ts";
 import type { AgentState, InboxMessage, TeamConfig } from "../../src/state/schemas.ts";
-import type { TestContext } from "./context.ts";
+import { makeTestContext, type TestContext } from "./context.ts";
 import type { FakeSession } from "./fakes.ts";
-import { toolCaller } from "./tools.ts";
+import { type ToolCall, toolCaller } from "./tools.ts";
+
+/** A team as leadTeam leaves it: the tool caller, the leader's agent id and session, and the team's config. */
+export interface LedTeam {
+  call: ToolCall;
+  leaderId: string;
+  leaderSession: FakeSession;
+  team: TeamConfig;
+}
 
 /**
  * A team led by `leaderSessionId`, created through the create-team tool; the leader runs in this process, so its
@@ -12,7 +21,7 @@ export async function leadTeam(
   ctx: TestContext,
   teamName = "alpha",
   leaderSessionId = "ses_lead",
-): Promise<{ call: ReturnType<typeof toolCaller>; leaderId: string; leaderSession: FakeSession }> {
+): Promise<LedTeam> {
   const call = toolCaller(ctx);
   const created = await call<{ success: boolean; leaderAgentId: string; error?: string }>(
     "create-team",
@@ -21,7 +30,15 @@ export async function leadTeam(
   );
   if (!created.success) throw new Error(`create-team failed: ${created.error}`);
   const leaderSession = ctx.local.addSession({ id: leaderSessionId });
-  return { call, leaderId: created.leaderAgentId, leaderSession };
+  return { call, leaderId: created.leaderAgentId, leaderSession, team: await teamConfig(ctx, teamName) };
+}
+
+/** A fresh TestContext (makeTestContext with `options`) and team "alpha" led from it, for a test's beforeEach. */
+export async function ledTeamContext(
+  options: Partial<TeamsOptions> = {},
+): Promise<LedTeam & { ctx: TestContext }> {
+  const ctx = await makeTestContext(options);
+  return { ctx, ...(await leadTeam(ctx)) };
 }
 
 /**

@@ -4,9 +4,9 @@ import { EventMonitor } from "../../src/operations/liveness/monitor.ts";
 import { classifyEvent, isContextOverflow } from "../../src/operations/liveness/signals.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import type { TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
-import { agentOnDisk, leaderInbox as inboxOfLeader, leadTeam } from "../helpers/team.ts";
+import { agentOnDisk, leaderInbox as inboxOfLeader, ledTeamContext } from "../helpers/team.ts";
 import type { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
@@ -51,8 +51,7 @@ const ev = {
 };
 
 beforeEach(async () => {
-  ctx = await makeTestContext();
-  ({ call, leaderSession, leaderId } = await leadTeam(ctx));
+  ({ ctx, call, leaderSession, leaderId } = await ledTeamContext());
   monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
 });
 afterEach(() => ctx.cleanup());

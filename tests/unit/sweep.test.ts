@@ -16,7 +16,7 @@ import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
-import { agentOnDisk, leaderInbox as inboxOfLeader, leadTeam } from "../helpers/team.ts";
+import { agentOnDisk, leaderInbox as inboxOfLeader, ledTeamContext } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
@@ -28,8 +28,7 @@ let leaderId: string;
 const S = 1_000;
 
 beforeEach(async () => {
-  ctx = await makeTestContext();
-  ({ call, leaderSession, leaderId } = await leadTeam(ctx));
+  ({ ctx, call, leaderSession, leaderId } = await ledTeamContext());
   sweeper = new StaleSweeper(ctx);
 });
 afterEach(() => ctx.cleanup());

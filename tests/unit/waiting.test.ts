@@ -9,15 +9,15 @@ import { waitingNotice } from "../../src/operations/liveness/waiting.ts";
 import type { TeamsOptions } from "../../src/options.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { agentOnDisk, leaderInbox, leadTeam } from "../helpers/team.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { agentOnDisk, leaderInbox, ledTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 let ctx: TestContext;
-let call: Awaited<ReturnType<typeof leadTeam>>["call"];
+let call: ToolCall;
 
 async function setUp(options: Partial<TeamsOptions> = {}) {
-  ctx = await makeTestContext(options);
-  ({ call } = await leadTeam(ctx));
+  ({ ctx, call } = await ledTeamContext(options));
 }
 afterEach(() => ctx?.cleanup());
 
