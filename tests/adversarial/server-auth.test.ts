@@ -19,7 +19,6 @@ import { spawnAgent } from "../../src/operations/agents/spawn.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
-import { ServerInfoSchema } from "../../src/state/schemas.ts";
 import {
   type MockModel,
   OPENCODE_BIN,
@@ -31,6 +30,7 @@ import {
   waitFor,
 } from "../e2e/harness/index.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
+import { readServerInfo } from "../helpers/server-info.ts";
 
 const socket = tmux.tmuxSocketName("oct-srvauth");
 const ours = new Set<number>();
@@ -106,9 +106,7 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
   expect(crossOrigin.status).toBe(401);
 
   // The recorded credentials get in, and nothing was created by the stranger.
-  const info = ServerInfoSchema.parse(
-    JSON.parse(readFileSync(ctx.store.paths.serverInfo(main.projectDir), "utf8")),
-  );
+  const info = readServerInfo(ctx.store.paths.serverInfo(main.projectDir));
   if (info.auth?.source !== "generated")
     throw new Error(`expected a generated password, got ${info.auth?.source}`);
   const password = info.auth.password;

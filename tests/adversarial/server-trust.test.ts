@@ -17,11 +17,10 @@ import { createTeam } from "../../src/operations/team/team.ts";
 import { getAgentStatus } from "../../src/operations/views/status.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
-import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext } from "../helpers/context.ts";
 import { fakeServeKit } from "../helpers/fake-serve.ts";
+import { readServerInfo, writeServerInfo } from "../helpers/server-info.ts";
 
 const kit = fakeServeKit("oct-trust-");
 const others: number[] = [];
@@ -53,20 +52,6 @@ function bystander(): number {
   return child.pid;
 }
 
-function record(dir: string, info: Partial<ServerInfo>): ServerInfo {
-  return {
-    version: 1,
-    projectPath: dir,
-    pid: 1,
-    port: 1,
-    hostname: "127.0.0.1",
-    startedAt: new Date().toISOString(),
-    activeSessions: 0,
-    logPath: path.join(dir, "server.log"),
-    ...info,
-  };
-}
-
 async function waitForListener(port: number): Promise<void> {
   for (let i = 0; i < 100; i++) {
     if (
@@ -81,21 +66,13 @@ async function waitForListener(port: number): Promise<void> {
   throw new Error(`nothing listens on ${port}`);
 }
 
-function readInfo(file: string): ServerInfo {
-  return ServerInfoSchema.parse(JSON.parse(readFileSync(file, "utf8")));
-}
-
 describe("a server.json we did not write", () => {
   test("an impostor on the recorded port is not reused and never receives the password", async () => {
     const { dir, paths } = kit.project("impostor");
     const fake = impostor("127.0.0.1");
     try {
       // The recorded pid lives but is not a server (pid reuse); the user's own password is exported.
-      await writeJson(
-        paths.serverInfo(dir),
-        ServerInfoSchema,
-        record(dir, { pid: bystander(), port: fake.port }),
-      );
+      await writeServerInfo(dir, paths, { pid: bystander(), port: fake.port });
       const server = kit.track(
         await kit.manager(dir, paths, { OPENCODE_SERVER_PASSWORD: "user-secret" }).ensureRunning(),
       );
@@ -109,8 +86,7 @@ describe("a server.json we did not write", () => {
       try {
         const dead = bystander();
         await terminateProcess(dead, 1_000);
-        const recorded = record(other.dir, { pid: dead, port: squatter.port });
-        await writeJson(other.paths.serverInfo(other.dir), ServerInfoSchema, recorded);
+        await writeServerInfo(other.dir, other.paths, { pid: dead, port: squatter.port });
         const fresh = kit.track(await kit.manager(other.dir, other.paths).ensureRunning());
         expect(squatter.seen).toEqual([]);
         expect(fresh.info.port).not.toBe(squatter.port);
@@ -129,7 +105,7 @@ describe("a server.json we did not write", () => {
     // Same port, another loopback address: what a doctored file would send us to.
     const fake = impostor("127.0.0.2", ours.info.port);
     try {
-      await writeJson(paths.serverInfo(dir), ServerInfoSchema, { ...ours.info, hostname: "127.0.0.2" });
+      await writeServerInfo(dir, paths, { ...ours.info, hostname: "127.0.0.2" });
       const again = await kit
         .manager(dir, paths, { OPENCODE_SERVER_PASSWORD: "user-secret" })
         .ensureRunning();
@@ -174,7 +150,10 @@ describe("a lost or damaged server.json", () => {
       expect(password).toBeDefined();
       expect(again.credentials?.password).toBe(password);
       expect(await again.api.healthy()).toBe(true);
-      expect(readInfo(paths.serverInfo(dir))).toMatchObject({ pid: first.info.pid, auth: { password } });
+      expect(readServerInfo(paths.serverInfo(dir))).toMatchObject({
+        pid: first.info.pid,
+        auth: { password },
+      });
     });
   }
 });
@@ -233,7 +212,7 @@ describe("a slow server is not killed", () => {
       expect(processRunning(server.info.pid)).toBe(true);
       expect(error).toBeInstanceOf(ServerStartError);
       expect((error as Error).message).toContain("is left running");
-      expect(readInfo(paths.serverInfo(dir)).pid).toBe(server.info.pid);
+      expect(readServerInfo(paths.serverInfo(dir)).pid).toBe(server.info.pid);
 
       // get-agent-status says so.
       const ctx = await makeTestContext();
@@ -289,7 +268,7 @@ describe("nothing orphans a server", () => {
     const { dir, paths } = kit.project("cli-stop-other");
     mkdirSync(dir, { recursive: true });
     const pid = bystander();
-    await writeJson(paths.serverInfo(dir), ServerInfoSchema, record(dir, { pid, port: preferredPort(dir) }));
+    await writeServerInfo(dir, paths, { pid, port: preferredPort(dir) });
     const stop = cli(["server", "stop", "--dir", dir]);
     expect(stop.out).toContain("no server of this project is running");
     expect(processRunning(pid)).toBe(true);

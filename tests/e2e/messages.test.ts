@@ -17,9 +17,9 @@ import { deliverPending } from "../../src/operations/messages/notify.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
-import { type AgentState, ServerInfoSchema, type TeamConfig } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
+import type { AgentState, TeamConfig } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
+import { recordServerInfo } from "../helpers/server-info.ts";
 import { type OpencodeServer, useOpencode, waitFor } from "./harness/index.ts";
 import { callTool } from "./harness/session-tools.ts";
 
@@ -48,19 +48,6 @@ function context(server: OpencodeServer): TeamsContext {
     return current;
   };
   return ctx;
-}
-
-async function recordServer(ctx: TeamsContext, server: OpencodeServer): Promise<void> {
-  await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-    version: 1,
-    projectPath: ctx.projectRoot,
-    pid: server.pid,
-    port: server.port,
-    hostname: "127.0.0.1",
-    startedAt: new Date().toISOString(),
-    activeSessions: 0,
-    logPath: server.logPath,
-  });
 }
 
 /** User messages of a session whose text contains `needle`. */
@@ -96,7 +83,7 @@ test("real server: steer, ask, busy, broadcast, stored and resumed, retries and 
   const server = fx.server;
   ctx = context(server);
   await ctx.store.init();
-  await recordServer(ctx, server);
+  await recordServerInfo(ctx, server.port, { pid: server.pid, logPath: server.logPath });
   leaderSession = await server.createSession("leader");
   const created = await createTeam(ctx, { teamName: "talk" }, leaderSession);
   if (!created.success) throw new Error(created.error);

@@ -15,9 +15,9 @@ import { type LivenessHandle, startLiveness } from "../../src/operations/livenes
 import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
-import { type AgentState, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
+import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
+import { recordServerInfo } from "../helpers/server-info.ts";
 import { type OpencodeServer, useOpencode, waitFor } from "./harness/index.ts";
 import { callTool } from "./harness/session-tools.ts";
 
@@ -74,16 +74,7 @@ test("real server: a bash call that asks shows waitingFor, tells the leader once
     localServer: new UnavailableOpencodeApi("the leader's OpenCode is played by the project server here"),
   });
   await ctx.store.init();
-  await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-    version: 1,
-    projectPath: ctx.projectRoot,
-    pid: server.pid,
-    port: server.port,
-    hostname: "127.0.0.1",
-    startedAt: new Date().toISOString(),
-    activeSessions: 0,
-    logPath: server.logPath,
-  });
+  await recordServerInfo(ctx, server.port, { pid: server.pid, logPath: server.logPath });
   const leaderSession = await server.createSession("leader");
   expect((await createTeam(ctx, { teamName: "ask" }, leaderSession)).success).toBe(true);
   const workerSession = await server.createSession("worker-1");

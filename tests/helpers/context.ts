@@ -10,8 +10,6 @@ import { ServerStartError } from "../../src/edges/server-manager.ts";
 import type { LogLevel, TeamsContext, TeamsEdges } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
-import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
 import { TeamStore } from "../../src/state/team-store.ts";
 import { FakeOpencode, FakeTmux } from "./fakes.ts";
 
@@ -110,24 +108,4 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
 export function parseOutput<T = Record<string, unknown>>(result: unknown): T {
   if (typeof result === "string") return JSON.parse(result) as T;
   return JSON.parse((result as { output: string }).output) as T;
-}
-
-/** Record a project server in ServerInfo, as the server manager would (this process's pid: it is alive). */
-/** Write the project's ServerInfo as a started server would, with `info` over plain defaults. */
-export async function recordServerInfo(
-  ctx: TeamsContext,
-  port: number,
-  info: Partial<Omit<ServerInfo, "port">> = {},
-): Promise<void> {
-  await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-    version: 1,
-    projectPath: ctx.projectRoot,
-    pid: process.pid,
-    port,
-    hostname: "127.0.0.1",
-    startedAt: new Date(ctx.clock.now()).toISOString(),
-    activeSessions: 0,
-    logPath: ctx.store.paths.serverLog(ctx.projectRoot),
-    ...info,
-  });
 }

@@ -4,7 +4,8 @@ import { pidAlive } from "../../src/edges/process.ts";
 import { childPids, terminateProcess } from "../../src/edges/process-info.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
-import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { recordServerInfo } from "../helpers/server-info.ts";
 import { mockModelTeam } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 

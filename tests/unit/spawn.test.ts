@@ -8,7 +8,8 @@ import { createTeam } from "../../src/operations/team/team.ts";
 import { ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { recordServerInfo } from "../helpers/server-info.ts";
 import { agentOnDisk, mockModelTeam } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 

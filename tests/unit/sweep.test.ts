@@ -14,8 +14,9 @@ import {
 } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
+import { recordServerInfo } from "../helpers/server-info.ts";
 import { agentOnDisk, leaderInbox as inboxOfLeader, ledTeamContext } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
