@@ -12,9 +12,9 @@ import { ColorPoolSchema, type TaskBoard } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { hasTmux, killServer, tmuxSocketName } from "../e2e/harness/tmux.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { mockModelTeam } from "../helpers/team.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 
@@ -28,13 +28,12 @@ interface Listing {
 }
 
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0, shutdownTimeoutMs: 500 });
-  call = toolCaller(ctx);
-  await mockModelTeam(ctx, LEADER);
-});
+beforeEach(
+  async () =>
+    ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0, shutdownTimeoutMs: 500 })),
+);
 afterEach(() => ctx.cleanup());
 
 /** A running agent (busy session, pane) holding one in_progress task. */

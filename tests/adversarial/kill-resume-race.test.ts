@@ -8,21 +8,17 @@ import { afterEach, beforeEach, expect, test } from "bun:test";
 import { readFile, writeFile } from "node:fs/promises";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { markLost, spawnHeadless } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { mockModelTeam } from "../helpers/team.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 
 type Result = { success: boolean; error?: string; agentId?: string; status?: string };
 
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0 });
-  call = toolCaller(ctx);
-  await mockModelTeam(ctx, LEADER);
-});
+beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 afterEach(() => ctx.cleanup());
 
 /** A headless agent spawned for real (fake server), then declared inactive as the sweep would. */

@@ -9,22 +9,18 @@ import { hostname } from "node:os";
 import { RESUME_CLAIM_TTL_MS } from "../../src/operations/agents/resume-claim.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { markLost, spawnHeadless } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { mockModelTeam } from "../helpers/team.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 const CLAIMED_AS = "6f1c2a9e-8d7b-4c3a-9f1e-2b3c4d5e6f70";
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 
 type Result = { success: boolean; error?: string; agentId?: string };
 
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0 });
-  call = toolCaller(ctx);
-  await mockModelTeam(ctx, LEADER);
-});
+beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 afterEach(() => ctx.cleanup());
 
 /** A lost agent that a resume-agent call claimed (and has not launched yet), by `claim`. */

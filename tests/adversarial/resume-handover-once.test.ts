@@ -9,18 +9,14 @@ import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
 import { InboxMessageSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
 import { markLost, spawnHeadless } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { mockModelTeam, teamConfig } from "../helpers/team.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext, teamConfig } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0 });
-  call = toolCaller(ctx);
-  await mockModelTeam(ctx, LEADER);
-});
+let call: ToolCall;
+beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 afterEach(() => ctx.cleanup());
 
 interface Launched {

@@ -4,16 +4,16 @@ import path from "node:path";
 import { RESUME_CLAIM_TTL_MS } from "../../src/operations/agents/resume-claim.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { markLost, spawnHeadless } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { mockModelTeam } from "../helpers/team.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 // Models call tools in parallel: two resume-agent calls for one agent must leave exactly one live record on its
 // session, and the loser must be told which agent won.
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 
 type Resumed = {
   success: boolean;
@@ -23,11 +23,7 @@ type Resumed = {
   resumedFrom?: string;
 };
 
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0 });
-  call = toolCaller(ctx);
-  await mockModelTeam(ctx, LEADER);
-});
+beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 afterEach(() => ctx.cleanup());
 
 /** A headless agent spawned for real (fake server), then declared inactive as the sweep would. */

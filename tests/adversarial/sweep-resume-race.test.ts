@@ -7,21 +7,20 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
 import { spawnHeadless } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { mockModelTeam } from "../helpers/team.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 
 type Result = { success: boolean; error?: string; agentId?: string; sessionId?: string; status?: string };
 
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0, busyCapMs: 1_000 });
-  call = toolCaller(ctx);
-  await mockModelTeam(ctx, LEADER);
-});
+beforeEach(
+  async () =>
+    ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0, busyCapMs: 1_000 })),
+);
 afterEach(() => ctx.cleanup());
 
 test("an agent the sweep ends and the leader resumes at once: the successor's first prompt is not aborted", async () => {

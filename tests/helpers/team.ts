@@ -55,6 +55,16 @@ export async function mockModelTeam(
   return team.leaderAgentId;
 }
 
+/** A fresh TestContext (makeTestContext with `options`), its tool caller, and a mockModelTeam led by `leaderSessionId`. */
+export async function mockModelTeamContext(
+  leaderSessionId: string,
+  options: Partial<TeamsOptions> = {},
+): Promise<{ ctx: TestContext; call: ToolCall }> {
+  const ctx = await makeTestContext(options);
+  await mockModelTeam(ctx, leaderSessionId);
+  return { ctx, call: toolCaller(ctx) };
+}
+
 /** The team's config as the store reads it; throws when it is missing or damaged. */
 export async function teamConfig(ctx: TestContext, teamName = "alpha"): Promise<TeamConfig> {
   const team = await ctx.store.readTeam(teamName);

@@ -10,21 +10,17 @@ import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { recordServerInfo } from "../helpers/server-info.ts";
-import { agentOnDisk, mockModelTeam } from "../helpers/team.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { agentOnDisk, mockModelTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 
 type SpawnResult = SpawnAgentOutput & { success: boolean; error?: string };
 
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0 });
-  call = toolCaller(ctx);
-  await mockModelTeam(ctx, LEADER);
-});
+beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 
 afterEach(() => ctx.cleanup());
 
