@@ -12,24 +12,18 @@ import { afterAll, expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
-import { ServerManager } from "../../src/edges/server-manager.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
-import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import { spawnAgent } from "../../src/operations/agents/spawn.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { parseOptions } from "../../src/options.ts";
-import { buildContext } from "../../src/plugin.ts";
 import {
   type MockModel,
-  OPENCODE_BIN,
   type OpencodeServer,
-  type SessionMessage,
   startMockModel,
   startOpencode,
   tmux,
-  waitFor,
 } from "../e2e/harness/index.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
+import { basicAuth, heartbeatResult, heartbeatScript, leaderOnRealServer } from "../helpers/real-server.ts";
 import { readServerInfo } from "../helpers/server-info.ts";
 
 const socket = tmux.tmuxSocketName("oct-srvauth");
@@ -56,34 +50,16 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
     gitInit: true,
     pluginOptions: { tmuxSocket: socket, background: false },
   });
-  const ctx = buildContext({
-    projectRoot: main.projectDir,
-    options: parseOptions({ tmuxSocket: socket, background: false, opencodeBin: OPENCODE_BIN }),
-    log: () => {},
-    localServer: new UnavailableOpencodeApi("not used"),
-  });
   // The fixture's hermetic HOME/XDG dirs; no password anywhere in the environment.
   const env: NodeJS.ProcessEnv = { ...process.env, ...main.env };
   delete env.OPENCODE_SERVER_PASSWORD;
   delete env.OPENCODE_SERVER_USERNAME;
-  const servers = new ServerManager({
-    projectRoot: main.projectDir,
-    paths: ctx.store.paths,
-    startTimeoutMs: 60_000,
-    opencodeBin: OPENCODE_BIN,
-    env,
-  });
-  ctx.edges.ensureProjectServer = () => servers.ensureRunning();
-  ctx.edges.projectServer = async () => (await servers.current())?.api;
+  const { ctx, servers } = leaderOnRealServer(main, { tmuxSocket: socket }, env);
   ctx.edges.tmux = new TmuxCli("tmux", main.env);
 
   expect((await createTeam(ctx, { teamName: "sec" }, "ses_sec_leader")).success).toBe(true);
-  const script = [
-    "Scripted worker.",
-    '@@call heartbeat {"teamName":"sec","agentId":"{{sys:agentId}}"}',
-    "@@say working",
-  ].join("\n");
-  const spawned = await spawnAgent(ctx, { teamName: "sec", prompt: script }, "ses_sec_leader");
+  const prompt = heartbeatScript("sec");
+  const spawned = await spawnAgent(ctx, { teamName: "sec", prompt }, "ses_sec_leader");
   if (!spawned.success) throw new Error(spawned.error);
   const server = await servers.current();
   if (!server) throw new Error("no project server");
@@ -111,7 +87,7 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
     throw new Error(`expected a generated password, got ${info.auth?.source}`);
   const password = info.auth.password;
   expect(password.length).toBeGreaterThanOrEqual(43);
-  const auth = { Authorization: `Basic ${Buffer.from(`opencode:${password}`).toString("base64")}` };
+  const auth = basicAuth({ username: "opencode", password });
   const sessions = (await (await fetch(`${url}/session${query}`, { headers: auth })).json()) as {
     title: string;
   }[];
@@ -125,19 +101,7 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
   expect(readFileSync(ctx.store.paths.serverLog(main.projectDir), "utf8")).not.toContain(password);
 
   // The worker ran through the protected server with the plugin loaded: its heartbeat succeeded.
-  const heartbeat = await waitFor(
-    async () => {
-      const res = await fetch(`${url}/session/${spawned.sessionId}/message${query}`, { headers: auth });
-      const messages = (await res.json()) as SessionMessage[];
-      return messages
-        .flatMap((m) => m.parts)
-        .flatMap((p) =>
-          p.type === "tool" && p.tool === "heartbeat" && p.state.status === "completed" ? [p] : [],
-        )
-        .map((p) => (p.state.status === "completed" ? p.state.output : ""))[0];
-    },
-    { timeoutMs: 30_000, message: "the worker's heartbeat through the protected server" },
-  );
+  const heartbeat = await heartbeatResult(url, spawned.sessionId, main.projectDir, auth, 30_000);
   expect(JSON.parse(heartbeat)).toMatchObject({ success: true });
 
   // The pane's attach has it in its environment, stays connected, and neither command line shows it.

@@ -1,0 +1,81 @@
+/**
+ * The leader's side against a real `opencode serve` (tests that need OpenCode itself, not a stand-in): a context on an
+ * e2e fixture's project whose project server a ServerManager starts, and a scripted worker's heartbeat read back.
+ */
+import type { ServerCredentials } from "../../src/edges/server-auth.ts";
+import { ServerManager } from "../../src/edges/server-manager.ts";
+import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
+import type { TeamsContext } from "../../src/operations/context.ts";
+import { parseOptions, type TeamsOptions } from "../../src/options.ts";
+import { buildContext } from "../../src/plugin.ts";
+import { OPENCODE_BIN, type OpencodeServer, type SessionMessage, waitFor } from "../e2e/harness/index.ts";
+
+/**
+ * This process as the leader's on `main`'s project (`options` over background off and the fixture's opencode binary);
+ * its project server is started by `servers` with `env` (the fixture's hermetic HOME/XDG dirs, and any password).
+ */
+export function leaderOnRealServer(
+  main: OpencodeServer,
+  options: Partial<TeamsOptions>,
+  env: NodeJS.ProcessEnv,
+): { ctx: TeamsContext; servers: ServerManager } {
+  const ctx = buildContext({
+    projectRoot: main.projectDir,
+    options: parseOptions({ background: false, opencodeBin: OPENCODE_BIN, ...options }),
+    log: () => {},
+    localServer: new UnavailableOpencodeApi("not used"),
+  });
+  const servers = new ServerManager({
+    projectRoot: main.projectDir,
+    paths: ctx.store.paths,
+    startTimeoutMs: 60_000,
+    opencodeBin: OPENCODE_BIN,
+    env,
+  });
+  ctx.edges.ensureProjectServer = () => servers.ensureRunning();
+  ctx.edges.projectServer = async () => (await servers.current())?.api;
+  return { ctx, servers };
+}
+
+/** A scripted worker (the mock model) that sends a heartbeat to `teamName`, then says "working". */
+export function heartbeatScript(teamName: string): string {
+  return [
+    "Scripted worker.",
+    `@@call heartbeat {"teamName":"${teamName}","agentId":"{{sys:agentId}}"}`,
+    "@@say working",
+  ].join("\n");
+}
+
+/** The headers that get in with `credentials` (none for a server without a password). */
+export function basicAuth(credentials: ServerCredentials | undefined): Record<string, string> {
+  if (!credentials) return {};
+  const token = Buffer.from(`${credentials.username}:${credentials.password}`).toString("base64");
+  return { Authorization: `Basic ${token}` };
+}
+
+/**
+ * Waits for the session's first heartbeat call to finish, read from the server at `url` for `directory`: its output,
+ * or `error: <why>` when the call failed.
+ */
+export async function heartbeatResult(
+  url: string,
+  sessionId: string,
+  directory: string,
+  headers: Record<string, string>,
+  timeoutMs: number,
+): Promise<string> {
+  const route = `${url}/session/${sessionId}/message?directory=${encodeURIComponent(directory)}`;
+  return waitFor(
+    async () => {
+      const messages = (await (await fetch(route, { headers })).json()) as SessionMessage[];
+      return messages
+        .flatMap((message) => message.parts)
+        .flatMap((part) => {
+          if (part.type !== "tool" || part.tool !== "heartbeat") return [];
+          if (part.state.status === "completed") return [part.state.output];
+          return part.state.status === "error" ? [`error: ${part.state.error}`] : [];
+        })[0];
+    },
+    { timeoutMs, message: `the heartbeat call of session ${sessionId}` },
+  );
+}
