@@ -8,7 +8,7 @@ import { afterEach, beforeEach, expect, test } from "bun:test";
 import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
 import { InboxMessageSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
-import { markLost, spawnHeadless } from "../helpers/agents.ts";
+import { type Launched, markLost, spawnHeadless } from "../helpers/agents.ts";
 import type { TestContext } from "../helpers/context.ts";
 import { mockModelTeamContext, teamConfig } from "../helpers/team.ts";
 import type { ToolCall } from "../helpers/tools.ts";
@@ -18,12 +18,6 @@ let ctx: TestContext;
 let call: ToolCall;
 beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 afterEach(() => ctx.cleanup());
-
-interface Launched {
-  success: boolean;
-  agentId: string;
-  sessionId: string;
-}
 
 async function spawnThenStop(): Promise<{ agentId: string; sessionId: string }> {
   const spawned = await spawnHeadless(call, LEADER);

@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { deliverPending } from "../../src/operations/messages/notify.ts";
-import { markLost, spawnHeadless } from "../helpers/agents.ts";
+import { type Launched, markLost, spawnHeadless } from "../helpers/agents.ts";
 import type { TestContext } from "../helpers/context.ts";
 import { mockModelTeamContext, teamConfig } from "../helpers/team.ts";
 import type { ToolCall } from "../helpers/tools.ts";
@@ -16,12 +16,6 @@ let ctx: TestContext;
 let call: ToolCall;
 beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 afterEach(() => ctx.cleanup());
-
-interface Launched {
-  success: boolean;
-  agentId: string;
-  sessionId: string;
-}
 
 test("a message sent to the run a parallel resume is ending reaches the successor's session once", async () => {
   const spawned = await spawnHeadless(call, LEADER);

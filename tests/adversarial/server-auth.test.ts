@@ -13,8 +13,6 @@ import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
-import { spawnAgent } from "../../src/operations/agents/spawn.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
 import {
   type MockModel,
   type OpencodeServer,
@@ -23,7 +21,12 @@ import {
   tmux,
 } from "../e2e/harness/index.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
-import { basicAuth, heartbeatResult, heartbeatScript, leaderOnRealServer } from "../helpers/real-server.ts";
+import {
+  basicAuth,
+  heartbeatResult,
+  leaderOnRealServer,
+  spawnHeartbeatWorker,
+} from "../helpers/real-server.ts";
 import { readServerInfo } from "../helpers/server-info.ts";
 
 const socket = tmux.tmuxSocketName("oct-srvauth");
@@ -57,17 +60,9 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
   const { ctx, servers } = leaderOnRealServer(main, { tmuxSocket: socket }, env);
   ctx.edges.tmux = new TmuxCli("tmux", main.env);
 
-  expect((await createTeam(ctx, { teamName: "sec" }, "ses_sec_leader")).success).toBe(true);
-  const prompt = heartbeatScript("sec");
-  const spawned = await spawnAgent(ctx, { teamName: "sec", prompt }, "ses_sec_leader");
-  if (!spawned.success) throw new Error(spawned.error);
-  const server = await servers.current();
-  if (!server) throw new Error("no project server");
+  const { spawned, server, attachPid } = await spawnHeartbeatWorker(ctx, servers, "sec", "ses_sec_leader");
   ours.add(server.info.pid);
-  const agent = JSON.parse(readFileSync(ctx.store.paths.agentState("sec", spawned.agentId), "utf8")) as {
-    attachPid: number;
-  };
-  ours.add(agent.attachPid);
+  ours.add(attachPid);
 
   // Strangers: a local process without credentials, and a web page's "simple" request (no preflight) through a
   // rebound DNS name.
@@ -105,11 +100,11 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
   expect(JSON.parse(heartbeat)).toMatchObject({ success: true });
 
   // The pane's attach has it in its environment, stays connected, and neither command line shows it.
-  const environ = readFileSync(`/proc/${agent.attachPid}/environ`, "utf8").split("\u0000");
+  const environ = readFileSync(`/proc/${attachPid}/environ`, "utf8").split("\u0000");
   expect(environ).toContain(`OPENCODE_SERVER_PASSWORD=${password}`);
   await Bun.sleep(2_000);
-  expect(processRunning(agent.attachPid)).toBe(true);
-  for (const pid of [server.info.pid, agent.attachPid]) {
+  expect(processRunning(attachPid)).toBe(true);
+  for (const pid of [server.info.pid, attachPid]) {
     const argv = (await processCommandLine(pid)) ?? [];
     expect(argv.length).toBeGreaterThan(0);
     expect(argv.join(" ")).not.toContain(password);

@@ -11,9 +11,12 @@ import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
-import { spawnAgent } from "../../src/operations/agents/spawn.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
-import { basicAuth, heartbeatResult, heartbeatScript, leaderOnRealServer } from "../helpers/real-server.ts";
+import {
+  basicAuth,
+  heartbeatResult,
+  leaderOnRealServer,
+  spawnHeartbeatWorker,
+} from "../helpers/real-server.ts";
 import { type MockModel, type OpencodeServer, startMockModel, startOpencode, tmux } from "./harness/index.ts";
 import { removeSocketFile } from "./tmux-socket-file.ts";
 
@@ -48,20 +51,10 @@ test("a password-protected project server: spawn gets in, strangers do not, no p
   const { ctx, servers } = leaderOnRealServer(main, { tmuxSocket: socket }, env);
   ctx.edges.tmux = new TmuxCli("tmux", main.env);
 
-  const team = await createTeam(ctx, { teamName: "sec" }, "ses_sec_leader");
-  expect(team.success).toBe(true);
-  const prompt = heartbeatScript("sec");
-  const spawned = await spawnAgent(ctx, { teamName: "sec", prompt }, "ses_sec_leader");
-  if (!spawned.success) throw new Error(spawned.error);
-  expect(spawned).toMatchObject({ status: "active", promptDelivery: "sdk" });
-
-  const server = await servers.current();
-  if (!server) throw new Error("no project server");
+  const { spawned, server, attachPid } = await spawnHeartbeatWorker(ctx, servers, "sec", "ses_sec_leader");
   ours.add(server.info.pid);
-  const agent = JSON.parse(readFileSync(ctx.store.paths.agentState("sec", spawned.agentId), "utf8")) as {
-    attachPid: number;
-  };
-  ours.add(agent.attachPid);
+  ours.add(attachPid);
+  expect(spawned).toMatchObject({ status: "active", promptDelivery: "sdk" });
 
   // The server refuses a request without credentials and answers one with them.
   const url = `http://127.0.0.1:${server.info.port}`;
@@ -75,14 +68,14 @@ test("a password-protected project server: spawn gets in, strangers do not, no p
   expect(JSON.parse(heartbeat)).toMatchObject({ success: true });
 
   // The pane's attach got the password through its environment and stays connected.
-  const environ = readFileSync(`/proc/${agent.attachPid}/environ`, "utf8").split("\u0000");
+  const environ = readFileSync(`/proc/${attachPid}/environ`, "utf8").split("\u0000");
   expect(environ).toContain(`OPENCODE_SERVER_PASSWORD=${password}`);
   await Bun.sleep(2_000);
-  expect(processRunning(agent.attachPid)).toBe(true);
+  expect(processRunning(attachPid)).toBe(true);
   expect(tmux.listPanes(socket).find((p) => p.paneId === spawned.paneId)?.paneDead).toBe(false);
 
   // Never on a command line, where `ps` shows it to every user of the machine.
-  for (const pid of [server.info.pid, agent.attachPid]) {
+  for (const pid of [server.info.pid, attachPid]) {
     const argv = (await processCommandLine(pid)) ?? [];
     expect(argv.length).toBeGreaterThan(0);
     expect(argv.join(" ")).not.toContain(password);

@@ -56,14 +56,22 @@ export async function addAgent(
   return agent;
 }
 
+/** What spawn-agent and resume-agent answer about the agent they launched. */
+export interface Launched {
+  success: boolean;
+  error?: string;
+  agentId: string;
+  sessionId: string;
+}
+
 /** A headless agent spawned through the spawn-agent tool as `leaderSessionId` (its session on the fake server). */
 export async function spawnHeadless(
   call: ToolCall,
   leaderSessionId: string,
   prompt = "Build the parser",
   teamName = "alpha",
-): Promise<{ agentId: string; sessionId: string }> {
-  const spawned = await call<{ success: boolean; error?: string; agentId?: string; sessionId?: string }>(
+): Promise<Pick<Launched, "agentId" | "sessionId">> {
+  const spawned = await call<Partial<Launched>>(
     "spawn-agent",
     { teamName, prompt, headless: true },
     leaderSessionId,

@@ -3,9 +3,11 @@
  * e2e fixture's project whose project server a ServerManager starts, and a scripted worker's heartbeat read back.
  */
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
-import { ServerManager } from "../../src/edges/server-manager.ts";
+import { type ProjectServer, ServerManager } from "../../src/edges/server-manager.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
+import { spawnAgent } from "../../src/operations/agents/spawn.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
+import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
 import { OPENCODE_BIN, type OpencodeServer, type SessionMessage, waitFor } from "../e2e/harness/index.ts";
@@ -44,6 +46,28 @@ export function heartbeatScript(teamName: string): string {
     `@@call heartbeat {"teamName":"${teamName}","agentId":"{{sys:agentId}}"}`,
     "@@say working",
   ].join("\n");
+}
+
+/**
+ * A team `teamName` led by `leaderSessionId`, and the heartbeat worker spawned into it (in a pane); returns the spawn's
+ * answer, the project server it runs on and the pid of its pane's `opencode attach`.
+ */
+export async function spawnHeartbeatWorker(
+  ctx: TeamsContext,
+  servers: ServerManager,
+  teamName: string,
+  leaderSessionId: string,
+) {
+  const team = await createTeam(ctx, { teamName }, leaderSessionId);
+  if (!team.success) throw new Error(`createTeam failed: ${team.error}`);
+  const spawned = await spawnAgent(ctx, { teamName, prompt: heartbeatScript(teamName) }, leaderSessionId);
+  if (!spawned.success) throw new Error(spawned.error);
+  const server: ProjectServer | undefined = await servers.current();
+  if (!server) throw new Error("no project server");
+  const agent = await ctx.store.readAgent(teamName, spawned.agentId);
+  const attachPid = agent.kind === "ok" ? agent.value.attachPid : undefined;
+  if (attachPid === undefined) throw new Error(`agent ${spawned.agentId} has no attach pid`);
+  return { spawned, server, attachPid };
 }
 
 /** The headers that get in with `credentials` (none for a server without a password). */
