@@ -360,14 +360,7 @@ describe("stale sweep: facts before verdicts", () => {
 
   test("tmux pane alive: an ordinary miss", async () => {
     const agentId = uuidv4();
-    const pane = await ctx.tmux.openPane({
-      session: "s",
-      window: "w",
-      cwd: "/",
-      command: ["x"],
-      title: "t",
-      options: { agent_id: agentId },
-    });
+    const pane = await ctx.tmux.openAgentPane(agentId, "t");
     const agent = await worker({ agentId, paneId: pane.paneId });
     ctx.clock.advance(61 * S);
     expect((await sweeper.sweep()).misses).toBe(1);

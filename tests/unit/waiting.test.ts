@@ -333,14 +333,7 @@ describe("pane watch", () => {
     await setUp();
     const sweeper = new StaleSweeper(ctx);
     const agentId = uuidv4();
-    const pane = await ctx.tmux.openPane({
-      session: "s",
-      window: "w",
-      cwd: "/",
-      command: ["x"],
-      title: "w1",
-      options: { agent_id: agentId },
-    });
+    const pane = await ctx.tmux.openAgentPane(agentId, "w1");
     await worker({
       agentId,
       headless: false,
