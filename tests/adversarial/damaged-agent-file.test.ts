@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } fr
 import { readFile, writeFile } from "node:fs/promises";
 import { collectStatus } from "../../src/cli/status.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
+import type { KillAgentOutput } from "../../src/operations/agents/kill.ts";
 import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
 import { ColorPoolSchema, type TaskBoard } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
@@ -130,14 +131,11 @@ describe("a damaged agent file", () => {
       expect(table.warnings.some((w) => w.includes(agent.agentId))).toBe(true);
     }
 
-    const killed = await call<{
-      success: boolean;
-      error?: string;
-      method: string;
-      phase: string;
-      reassignedTasks: string[];
-      warnings?: string[];
-    }>("kill-agent", { teamName: "alpha", agentId: agent.agentId }, LEADER);
+    const killed = await call<KillAgentOutput & { success: boolean; error?: string }>(
+      "kill-agent",
+      { teamName: "alpha", agentId: agent.agentId },
+      LEADER,
+    );
     expect(killed.error).toBeUndefined();
     expect(killed).toMatchObject({ success: true, method: "force", phase: "unreadable" });
     expect(killed.reassignedTasks).toEqual([agent.taskId]);

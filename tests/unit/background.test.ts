@@ -38,6 +38,17 @@ async function until(
   }
 }
 
+/** Counts from now on how many times the loops ask for the project server. */
+function countProjectServerAsks(ctx: TestContext): () => number {
+  let asked = 0;
+  const projectServer = ctx.edges.projectServer;
+  ctx.edges.projectServer = () => {
+    asked++;
+    return projectServer();
+  };
+  return () => asked;
+}
+
 /** Lets `ms` of the test's time pass in steps, giving the loops a turn after each. */
 async function elapse(clock: ManualClock, ms: number): Promise<void> {
   for (let passed = 0; passed < ms; passed += STEP_MS) {
@@ -137,16 +148,11 @@ describe("background: the project server's event stream", () => {
   test("keeps retrying while the server is down or not running, and connects once it is back", async () => {
     const ctx = await context();
     ctx.projectServerUp = false;
-    let asked = 0;
-    const projectServer = ctx.edges.projectServer;
-    ctx.edges.projectServer = () => {
-      asked++;
-      return projectServer();
-    };
+    const asked = countProjectServerAsks(ctx);
     const handle = startLiveness(ctx, FAST);
     try {
-      await until(() => asked >= 3, ctx.clock);
-      expect(asked).toBeGreaterThanOrEqual(3);
+      await until(() => asked() >= 3, ctx.clock);
+      expect(asked()).toBeGreaterThanOrEqual(3);
       expect(ctx.server.calls).not.toContain("events");
       ctx.projectServerUp = true;
       ctx.server.down = true;
@@ -183,16 +189,11 @@ describe("background: the project server's event stream", () => {
     const ctx = await context();
     const self = new FakeOpencode(ctx.server.baseUrl);
     ctx.edges.localServer = self;
-    let asked = 0;
-    const projectServer = ctx.edges.projectServer;
-    ctx.edges.projectServer = () => {
-      asked++;
-      return projectServer();
-    };
+    const asked = countProjectServerAsks(ctx);
     const handle = startLiveness(ctx, FAST);
     try {
       await elapse(ctx.clock, 40);
-      expect(asked).toBeGreaterThanOrEqual(2);
+      expect(asked()).toBeGreaterThanOrEqual(2);
       expect(ctx.server.calls).not.toContain("events");
     } finally {
       await handle.release();

@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { readFile } from "node:fs/promises";
 import { pidAlive } from "../../src/edges/process.ts";
 import { childPids, terminateProcess } from "../../src/edges/process-info.ts";
+import type { KillAgentOutput } from "../../src/operations/agents/kill.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
@@ -11,15 +12,7 @@ import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 
-interface KillResult {
-  success: boolean;
-  error?: string;
-  method: string;
-  phase: string;
-  reassignedTasks: string[];
-  warnings?: string[];
-  title: string;
-}
+type KillResult = KillAgentOutput & { success: boolean; error?: string };
 
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
