@@ -8,51 +8,29 @@
  * The fixture's own server only provides a hermetic project with the scripted model configured; this test process
  * plays the leader's process and spawns from there.
  */
-import { afterAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
-import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
+import { processCommandLine, processRunning } from "../../src/edges/process-info.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
-import {
-  type MockModel,
-  type OpencodeServer,
-  startMockModel,
-  startOpencode,
-  tmux,
-} from "../e2e/harness/index.ts";
-import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
 import {
   basicAuth,
   heartbeatResult,
   leaderOnRealServer,
+  realServerRun,
   spawnHeartbeatWorker,
 } from "../helpers/real-server.ts";
 import { readServerInfo } from "../helpers/server-info.ts";
 
-const socket = tmux.tmuxSocketName("oct-srvauth");
-const ours = new Set<number>();
-let mock: MockModel | undefined;
-let main: OpencodeServer | undefined;
-
-afterAll(async () => {
-  tmux.killServer(socket);
-  removeSocketFile(socket);
-  for (const pid of ours) await terminateProcess(pid, 2_000);
-  await main?.stop();
-  await mock?.stop();
-}, 30_000);
+const run = realServerRun("oct-srvauth");
+const { socket, ours } = run;
 
 function mode(file: string): string {
   return (statSync(file).mode & 0o777).toString(8);
 }
 
 test("a started server: 401 to strangers and to a cross-origin POST, its password only where it must be", async () => {
-  mock = await startMockModel();
-  main = await startOpencode({
-    mockBaseUrl: mock.baseUrl,
-    gitInit: true,
-    pluginOptions: { tmuxSocket: socket, background: false },
-  });
+  const main = await run.start();
   // The fixture's hermetic HOME/XDG dirs; no password anywhere in the environment.
   const env: NodeJS.ProcessEnv = { ...process.env, ...main.env };
   delete env.OPENCODE_SERVER_PASSWORD;

@@ -9,41 +9,29 @@
 import { afterAll, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
+import { processCommandLine, processRunning } from "../../src/edges/process-info.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import {
   basicAuth,
   heartbeatResult,
   leaderOnRealServer,
+  realServerRun,
   spawnHeartbeatWorker,
 } from "../helpers/real-server.ts";
-import { type MockModel, type OpencodeServer, startMockModel, startOpencode, tmux } from "./harness/index.ts";
-import { removeSocketFile } from "./tmux-socket-file.ts";
+import { tmux } from "./harness/index.ts";
 
-const socket = tmux.tmuxSocketName("oct-password");
+const run = realServerRun("oct-password");
+const { socket, ours } = run;
 const password = `pw-${randomBytes(8).toString("hex")}`;
 const previousPassword = process.env.OPENCODE_SERVER_PASSWORD;
-const ours = new Set<number>();
-let mock: MockModel | undefined;
-let main: OpencodeServer | undefined;
 
-afterAll(async () => {
-  tmux.killServer(socket);
-  removeSocketFile(socket);
-  for (const pid of ours) await terminateProcess(pid, 2_000);
-  await main?.stop();
-  await mock?.stop();
+afterAll(() => {
   if (previousPassword === undefined) delete process.env.OPENCODE_SERVER_PASSWORD;
   else process.env.OPENCODE_SERVER_PASSWORD = previousPassword;
-}, 30_000);
+});
 
 test("a password-protected project server: spawn gets in, strangers do not, no password in argv", async () => {
-  mock = await startMockModel();
-  main = await startOpencode({
-    mockBaseUrl: mock.baseUrl,
-    gitInit: true,
-    pluginOptions: { tmuxSocket: socket, background: false },
-  });
+  const main = await run.start();
   // Where the plugin reads it from: its process's environment.
   process.env.OPENCODE_SERVER_PASSWORD = password;
   // The fixture's hermetic HOME/XDG dirs for the project server, plus the password.

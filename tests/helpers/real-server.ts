@@ -2,6 +2,8 @@
  * The leader's side against a real `opencode serve` (tests that need OpenCode itself, not a stand-in): a context on an
  * e2e fixture's project whose project server a ServerManager starts, and a scripted worker's heartbeat read back.
  */
+import { afterAll } from "bun:test";
+import { terminateProcess } from "../../src/edges/process-info.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { type ProjectServer, ServerManager } from "../../src/edges/server-manager.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
@@ -10,7 +12,51 @@ import type { TeamsContext } from "../../src/operations/context.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
-import { OPENCODE_BIN, type OpencodeServer, type SessionMessage, waitFor } from "../e2e/harness/index.ts";
+import {
+  type MockModel,
+  OPENCODE_BIN,
+  type OpencodeServer,
+  type SessionMessage,
+  startMockModel,
+  startOpencode,
+  tmux,
+  waitFor,
+} from "../e2e/harness/index.ts";
+import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
+
+/** A test file's run against a real server: a tmux socket of its own and the pids its test started. */
+export interface RealServerRun {
+  socket: string;
+  /** Pids the test started (the project server, a pane's `opencode attach`): stopped after all the file's tests. */
+  ours: Set<number>;
+  /** Starts the mock model and the fixture (`opencode serve` on a git project, the plugin on this socket). */
+  start(): Promise<OpencodeServer>;
+}
+
+/** A RealServerRun whose tmux server, pids, fixture and mock model are stopped after all the file's tests. */
+export function realServerRun(socketPrefix: string): RealServerRun {
+  const socket = tmux.tmuxSocketName(socketPrefix);
+  const ours = new Set<number>();
+  let mock: MockModel | undefined;
+  let main: OpencodeServer | undefined;
+  afterAll(async () => {
+    tmux.killServer(socket);
+    removeSocketFile(socket);
+    for (const pid of ours) await terminateProcess(pid, 2_000);
+    await main?.stop();
+    await mock?.stop();
+  }, 30_000);
+  return {
+    socket,
+    ours,
+    async start() {
+      mock = await startMockModel();
+      const pluginOptions = { tmuxSocket: socket, background: false };
+      main = await startOpencode({ mockBaseUrl: mock.baseUrl, gitInit: true, pluginOptions });
+      return main;
+    },
+  };
+}
 
 /**
  * This process as the leader's on `main`'s project (`options` over background off and the fixture's opencode binary);
