@@ -14,7 +14,7 @@ import { readJson } from "../../src/state/store.ts";
 import { hasTmux, killServer, tmuxSocketName } from "../e2e/harness/tmux.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
 import type { TestContext } from "../helpers/context.ts";
-import { mockModelTeamContext } from "../helpers/team.ts";
+import { claimTask, mockModelTeamContext } from "../helpers/team.ts";
 import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -45,20 +45,11 @@ async function runningAgentWithTask() {
     LEADER,
   );
   if (!spawned.success) throw new Error(JSON.stringify(spawned));
-  const created = await call<{ task: { id: string } }>(
-    "create-task",
-    { teamName: "alpha", title: "parser" },
-    LEADER,
-  );
-  await call(
-    "update-task",
-    { teamName: "alpha", taskId: created.task.id, status: "in_progress" },
-    spawned.sessionId,
-  );
+  const taskId = await claimTask(call, LEADER, spawned.sessionId, "parser");
   const session = ctx.server.sessions.get(spawned.sessionId);
   if (!session) throw new Error("no session");
   session.activity = "busy";
-  return { ...spawned, taskId: created.task.id };
+  return { ...spawned, taskId };
 }
 
 const agentPath = (agentId: string) => ctx.store.paths.agentState("alpha", agentId);

@@ -65,6 +65,19 @@ export async function mockModelTeamContext(
   return { ctx, call: toolCaller(ctx) };
 }
 
+/** A task the leader creates and the agent of `sessionId` takes up (in_progress, its assignee); returns its id. */
+export async function claimTask(
+  call: ToolCall,
+  leaderSessionId: string,
+  sessionId: string,
+  title: string,
+  teamName = "alpha",
+): Promise<string> {
+  const created = await call<{ task: { id: string } }>("create-task", { teamName, title }, leaderSessionId);
+  await call("update-task", { teamName, taskId: created.task.id, status: "in_progress" }, sessionId);
+  return created.task.id;
+}
+
 /** The team's config as the store reads it; throws when it is missing or damaged. */
 export async function teamConfig(ctx: TestContext, teamName = "alpha"): Promise<TeamConfig> {
   const team = await ctx.store.readTeam(teamName);

@@ -4,7 +4,7 @@ import { enforceTimeouts } from "../../src/operations/liveness/timeouts.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { leaderInbox as inboxOfLeader } from "../helpers/team.ts";
+import { claimTask, leaderInbox as inboxOfLeader } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -91,12 +91,6 @@ const complete = (args: Record<string, unknown>, session: string) =>
 const resume = (args: Record<string, unknown>, session = LEADER) =>
   call<Resumed>("resume-agent", { teamName: "alpha", ...args }, session);
 
-async function claimTask(sessionId: string, title: string): Promise<string> {
-  const created = await call<{ task: { id: string } }>("create-task", { teamName: "alpha", title }, LEADER);
-  await call("update-task", { teamName: "alpha", taskId: created.task.id, status: "in_progress" }, sessionId);
-  return created.task.id;
-}
-
 const leaderInbox = () => inboxOfLeader(ctx);
 
 /** Kill the agent's pane behind our back and let two sweeps find it. */
@@ -113,7 +107,7 @@ async function loseAgent(a: Spawned): Promise<void> {
 describe("complete-agent", () => {
   test("the agent itself: history completed with its summary, leader notified, terminated, pane closed, tasks back", async () => {
     const a = await spawnOne();
-    const task = await claimTask(a.sessionId, "parser");
+    const task = await claimTask(call, LEADER, a.sessionId, "parser");
     const result = await complete({ agentId: a.agentId, summary: "parser done, 12 tests" }, a.sessionId);
     expect(result.success).toBe(true);
     expect(result.status).toBe("completed");
@@ -348,7 +342,7 @@ describe("timeoutMinutes", () => {
   test("an agent past its limit is stopped, its tasks handed back, history timeout, leader told; then resumable", async () => {
     const a = await spawnOne({ timeoutMinutes: 1 });
     const b = await spawnOne();
-    const task = await claimTask(a.sessionId, "slow");
+    const task = await claimTask(call, LEADER, a.sessionId, "slow");
     ctx.clock.advance(59_000);
     expect(await enforceTimeouts(ctx)).toBe(0);
     ctx.clock.advance(2_000);

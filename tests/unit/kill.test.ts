@@ -7,7 +7,7 @@ import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/st
 import { readJson } from "../../src/state/store.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { recordServerInfo } from "../helpers/server-info.ts";
-import { mockModelTeam } from "../helpers/team.ts";
+import { claimTask, mockModelTeam } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -48,12 +48,6 @@ async function agent(agentId: string): Promise<AgentState> {
 const kill = (args: Record<string, unknown>, session = LEADER) =>
   call<KillResult>("kill-agent", { teamName: "alpha", ...args }, session);
 
-async function claimTask(sessionId: string, title: string): Promise<string> {
-  const created = await call<{ task: { id: string } }>("create-task", { teamName: "alpha", title }, LEADER);
-  await call("update-task", { teamName: "alpha", taskId: created.task.id, status: "in_progress" }, sessionId);
-  return created.task.id;
-}
-
 /**
  * Plays the agent (or its caller): runs `act` once the test's clock is `afterMs` past now. The kill's own waits move
  * the manual clock, so this lands in the middle of its wait without any wall time passing.
@@ -80,7 +74,7 @@ async function historyOf(agentId: string) {
 describe("kill-agent force", () => {
   test("aborts, closes the pane, hands back tasks, releases the color, terminates, records interrupted", async () => {
     const a = await spawnOne();
-    const taskId = await claimTask(a.sessionId, "t1");
+    const taskId = await claimTask(call, LEADER, a.sessionId, "t1");
     await recordServerInfo(ctx, 28001, { activeSessions: 1 });
 
     const result = await kill({ agentId: a.agentId, force: true, reason: "no longer needed" });
