@@ -50,6 +50,20 @@ function context(server: OpencodeServer): TeamsContext {
   return ctx;
 }
 
+/** A message from the human (`opencode-teams send`) to `to`, stored in its inbox and not delivered yet. */
+function storeFromHuman(ctx: TeamsContext, to: string, text: string) {
+  return ctx.store.appendInbox({
+    teamName: "talk",
+    to,
+    from: HUMAN.agentId,
+    fromName: "human",
+    fromRole: "human",
+    type: "message",
+    text,
+    createdAt: new Date().toISOString(),
+  });
+}
+
 /** User messages of a session whose text contains `needle`. */
 async function userMessagesWith(server: OpencodeServer, sessionId: string, needle: string): Promise<number> {
   const messages = await server.messages(sessionId);
@@ -180,16 +194,7 @@ test("real server: steer, ask, busy, broadcast, stored and resumed, retries and 
   expect(await userMessagesWith(server, w3.sessionId, "STORED-1")).toBe(1);
 
   // --- 6. a crash between sending and marking, then two processes retrying at once: shown once.
-  const crashed = await ctx.store.appendInbox({
-    teamName: "talk",
-    to: w1.agentId,
-    from: HUMAN.agentId,
-    fromName: "human",
-    fromRole: "human",
-    type: "message",
-    text: "CRASH-1 once only",
-    createdAt: new Date().toISOString(),
-  });
+  const crashed = await storeFromHuman(ctx, w1.agentId, "CRASH-1 once only");
   const dying = context(server);
   dying.store.markInboxDelivered = async () => {
     throw new Error("process died");
@@ -201,16 +206,7 @@ test("real server: steer, ask, busy, broadcast, stored and resumed, retries and 
   expect(await userMessagesWith(server, w1.sessionId, "CRASH-1")).toBe(1);
 
   // --- 7. two processes delivering one fresh message at the same instant: shown once.
-  const twice = await ctx.store.appendInbox({
-    teamName: "talk",
-    to: w2.agentId,
-    from: HUMAN.agentId,
-    fromName: "human",
-    fromRole: "human",
-    type: "message",
-    text: "TWICE-1 once only",
-    createdAt: new Date().toISOString(),
-  });
+  const twice = await storeFromHuman(ctx, w2.agentId, "TWICE-1 once only");
   const outcomes = await Promise.all([
     deliverInboxMessage(a, team, twice),
     deliverInboxMessage(b, team, twice),
