@@ -11,10 +11,10 @@
 import { expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
-import { processCommandLine, processRunning } from "../../src/edges/process-info.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
 import {
   basicAuth,
+  expectPasswordOnlyInEnvironment,
   heartbeatResult,
   leaderOnRealServer,
   realServerRun,
@@ -78,14 +78,6 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
   expect(JSON.parse(heartbeat)).toMatchObject({ success: true });
 
   // The pane's attach has it in its environment, stays connected, and neither command line shows it.
-  const environ = readFileSync(`/proc/${attachPid}/environ`, "utf8").split("\u0000");
-  expect(environ).toContain(`OPENCODE_SERVER_PASSWORD=${password}`);
-  await Bun.sleep(2_000);
-  expect(processRunning(attachPid)).toBe(true);
-  for (const pid of [server.info.pid, attachPid]) {
-    const argv = (await processCommandLine(pid)) ?? [];
-    expect(argv.length).toBeGreaterThan(0);
-    expect(argv.join(" ")).not.toContain(password);
-  }
+  await expectPasswordOnlyInEnvironment(server.info.pid, attachPid, password);
   expect(path.basename(server.info.logPath)).toBe("server.log");
 }, 150_000);

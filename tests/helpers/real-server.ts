@@ -2,8 +2,9 @@
  * The leader's side against a real `opencode serve` (tests that need OpenCode itself, not a stand-in): a context on an
  * e2e fixture's project whose project server a ServerManager starts, and a scripted worker's heartbeat read back.
  */
-import { afterAll } from "bun:test";
-import { terminateProcess } from "../../src/edges/process-info.ts";
+import { afterAll, expect } from "bun:test";
+import { readFileSync } from "node:fs";
+import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { type ProjectServer, ServerManager } from "../../src/edges/server-manager.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
@@ -148,4 +149,24 @@ export async function heartbeatResult(
     },
     { timeoutMs, message: `the heartbeat call of session ${sessionId}` },
   );
+}
+
+/**
+ * Asserts that the pane's `opencode attach` got `password` through its environment and stays connected with it, and
+ * that neither its command line nor the server's shows it (`ps` shows those to every user of the machine).
+ */
+export async function expectPasswordOnlyInEnvironment(
+  serverPid: number,
+  attachPid: number,
+  password: string,
+): Promise<void> {
+  const environ = readFileSync(`/proc/${attachPid}/environ`, "utf8").split("\u0000");
+  expect(environ).toContain(`OPENCODE_SERVER_PASSWORD=${password}`);
+  await Bun.sleep(2_000);
+  expect(processRunning(attachPid)).toBe(true);
+  for (const pid of [serverPid, attachPid]) {
+    const argv = (await processCommandLine(pid)) ?? [];
+    expect(argv.length).toBeGreaterThan(0);
+    expect(argv.join(" ")).not.toContain(password);
+  }
 }
