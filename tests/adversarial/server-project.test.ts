@@ -7,7 +7,6 @@
 import { afterAll, afterEach, expect, test } from "bun:test";
 import { existsSync, mkdirSync } from "node:fs";
 import net from "node:net";
-import path from "node:path";
 import { processRunning, waitForExit } from "../../src/edges/process-info.ts";
 import { recountActiveSessions } from "../../src/operations/server/server-sessions.ts";
 import { ServerInfoSchema } from "../../src/state/schemas.ts";
@@ -20,21 +19,13 @@ const kit = fakeServeKit("oct-project-");
 afterEach(() => kit.stopAll());
 afterAll(() => kit.remove());
 
-function cli(args: string[]) {
-  const run = Bun.spawnSync(
-    [process.execPath, path.join(import.meta.dir, "..", "..", "src", "cli", "main.ts"), ...args],
-    { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "", HOME: kit.root } },
-  );
-  return { code: run.exitCode, out: run.stdout.toString(), err: run.stderr.toString() };
-}
-
 test("`server status --json` never prints the password", async () => {
   const { dir, paths } = kit.project("status-json");
   mkdirSync(dir, { recursive: true });
   const server = kit.track(await kit.manager(dir, paths).ensureRunning());
   const password = server.credentials?.password;
   expect(password).toBeDefined();
-  const status = cli(["server", "status", "--json", "--dir", dir]);
+  const status = kit.cli(["server", "status", "--json", "--dir", dir]);
   expect(JSON.parse(status.out)).toMatchObject({
     state: "running",
     info: { pid: server.info.pid, auth: { source: "generated", username: "opencode" } },
@@ -58,7 +49,7 @@ test("another project's server on the recorded pid and port is never used nor st
   const servers = kit.manager(a.dir, a.paths);
   expect(await servers.current()).toBeUndefined();
   expect((await servers.report()).state).not.toBe("running");
-  const stop = cli(["server", "stop", "--dir", a.dir]);
+  const stop = kit.cli(["server", "stop", "--dir", a.dir]);
   expect(stop.out).toContain("no server of this project is running");
   expect(processRunning(theirs.info.pid)).toBe(true);
   expect(await theirs.api.healthy()).toBe(true);

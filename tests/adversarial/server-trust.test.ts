@@ -242,22 +242,14 @@ describe("a slow server is not killed", () => {
 });
 
 describe("nothing orphans a server", () => {
-  function cli(args: string[]) {
-    const run = Bun.spawnSync(
-      [process.execPath, path.join(import.meta.dir, "..", "..", "src", "cli", "main.ts"), ...args],
-      { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "", HOME: kit.root } },
-    );
-    return { code: run.exitCode, out: run.stdout.toString(), err: run.stderr.toString() };
-  }
-
   test("`opencode-teams server status|stop` reports and stops our server by its verified pid", async () => {
     const { dir, paths } = kit.project("cli-stop");
     mkdirSync(dir, { recursive: true });
     const server = kit.track(await kit.manager(dir, paths).ensureRunning());
-    const status = cli(["server", "status", "--json", "--dir", dir]);
+    const status = kit.cli(["server", "status", "--json", "--dir", dir]);
     expect(status.err).toBe("");
     expect(JSON.parse(status.out)).toMatchObject({ state: "running", info: { pid: server.info.pid } });
-    const stop = cli(["server", "stop", "--dir", dir]);
+    const stop = kit.cli(["server", "stop", "--dir", dir]);
     expect(stop.code).toBe(0);
     expect(stop.out).toContain(`stopped http://127.0.0.1:${server.info.port} (pid ${server.info.pid})`);
     expect(processRunning(server.info.pid)).toBe(false);
@@ -269,7 +261,7 @@ describe("nothing orphans a server", () => {
     mkdirSync(dir, { recursive: true });
     const pid = bystander();
     await writeServerInfo(dir, paths, { pid, port: preferredPort(dir) });
-    const stop = cli(["server", "stop", "--dir", dir]);
+    const stop = kit.cli(["server", "stop", "--dir", dir]);
     expect(stop.out).toContain("no server of this project is running");
     expect(processRunning(pid)).toBe(true);
   });
