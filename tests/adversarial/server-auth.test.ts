@@ -12,17 +12,10 @@ import { expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { TmuxCli } from "../../src/edges/tmux.ts";
-import {
-  basicAuth,
-  expectPasswordOnlyInEnvironment,
-  heartbeatResult,
-  leaderOnRealServer,
-  realServerRun,
-  spawnHeartbeatWorker,
-} from "../helpers/real-server.ts";
+import * as realServer from "../helpers/real-server.ts";
 import { readServerInfo } from "../helpers/server-info.ts";
 
-const run = realServerRun("oct-srvauth");
+const run = realServer.realServerRun("oct-srvauth");
 const { socket, ours } = run;
 
 function mode(file: string): string {
@@ -35,10 +28,15 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
   const env: NodeJS.ProcessEnv = { ...process.env, ...main.env };
   delete env.OPENCODE_SERVER_PASSWORD;
   delete env.OPENCODE_SERVER_USERNAME;
-  const { ctx, servers } = leaderOnRealServer(main, { tmuxSocket: socket }, env);
+  const { ctx, servers } = realServer.leaderOnRealServer(main, { tmuxSocket: socket }, env);
   ctx.edges.tmux = new TmuxCli("tmux", main.env);
 
-  const { spawned, server, attachPid } = await spawnHeartbeatWorker(ctx, servers, "sec", "ses_sec_leader");
+  const { spawned, server, attachPid } = await realServer.spawnHeartbeatWorker(
+    ctx,
+    servers,
+    "sec",
+    "ses_sec_leader",
+  );
   ours.add(server.info.pid);
   ours.add(attachPid);
 
@@ -60,7 +58,7 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
     throw new Error(`expected a generated password, got ${info.auth?.source}`);
   const password = info.auth.password;
   expect(password.length).toBeGreaterThanOrEqual(43);
-  const auth = basicAuth({ username: "opencode", password });
+  const auth = realServer.basicAuth({ username: "opencode", password });
   const sessions = (await (await fetch(`${url}/session${query}`, { headers: auth })).json()) as {
     title: string;
   }[];
@@ -74,10 +72,10 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
   expect(readFileSync(ctx.store.paths.serverLog(main.projectDir), "utf8")).not.toContain(password);
 
   // The worker ran through the protected server with the plugin loaded: its heartbeat succeeded.
-  const heartbeat = await heartbeatResult(url, spawned.sessionId, main.projectDir, auth, 30_000);
+  const heartbeat = await realServer.heartbeatResult(url, spawned.sessionId, main.projectDir, auth, 30_000);
   expect(JSON.parse(heartbeat)).toMatchObject({ success: true });
 
   // The pane's attach has it in its environment, stays connected, and neither command line shows it.
-  await expectPasswordOnlyInEnvironment(server.info.pid, attachPid, password);
+  await realServer.expectPasswordOnlyInEnvironment(server.info.pid, attachPid, password);
   expect(path.basename(server.info.logPath)).toBe("server.log");
 }, 150_000);

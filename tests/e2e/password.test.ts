@@ -9,17 +9,10 @@
 import { afterAll, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
 import { TmuxCli } from "../../src/edges/tmux.ts";
-import {
-  basicAuth,
-  expectPasswordOnlyInEnvironment,
-  heartbeatResult,
-  leaderOnRealServer,
-  realServerRun,
-  spawnHeartbeatWorker,
-} from "../helpers/real-server.ts";
+import * as realServer from "../helpers/real-server.ts";
 import { tmux } from "./harness/index.ts";
 
-const run = realServerRun("oct-password");
+const run = realServer.realServerRun("oct-password");
 const { socket, ours } = run;
 const password = `pw-${randomBytes(8).toString("hex")}`;
 const previousPassword = process.env.OPENCODE_SERVER_PASSWORD;
@@ -35,10 +28,15 @@ test("a password-protected project server: spawn gets in, strangers do not, no p
   process.env.OPENCODE_SERVER_PASSWORD = password;
   // The fixture's hermetic HOME/XDG dirs for the project server, plus the password.
   const env = { ...process.env, ...main.env, OPENCODE_SERVER_PASSWORD: password };
-  const { ctx, servers } = leaderOnRealServer(main, { tmuxSocket: socket }, env);
+  const { ctx, servers } = realServer.leaderOnRealServer(main, { tmuxSocket: socket }, env);
   ctx.edges.tmux = new TmuxCli("tmux", main.env);
 
-  const { spawned, server, attachPid } = await spawnHeartbeatWorker(ctx, servers, "sec", "ses_sec_leader");
+  const { spawned, server, attachPid } = await realServer.spawnHeartbeatWorker(
+    ctx,
+    servers,
+    "sec",
+    "ses_sec_leader",
+  );
   ours.add(server.info.pid);
   ours.add(attachPid);
   expect(spawned).toMatchObject({ status: "active", promptDelivery: "sdk" });
@@ -46,15 +44,15 @@ test("a password-protected project server: spawn gets in, strangers do not, no p
   // The server refuses a request without credentials and answers one with them.
   const url = `http://127.0.0.1:${server.info.port}`;
   const query = `?directory=${encodeURIComponent(main.projectDir)}`;
-  const auth = basicAuth({ username: "opencode", password });
+  const auth = realServer.basicAuth({ username: "opencode", password });
   expect((await fetch(`${url}/session${query}`)).status).toBe(401);
   expect((await fetch(`${url}/session${query}`, { headers: auth })).status).toBe(200);
 
   // The worker ran through the protected server with the plugin loaded: its heartbeat succeeded.
-  const heartbeat = await heartbeatResult(url, spawned.sessionId, main.projectDir, auth, 30_000);
+  const heartbeat = await realServer.heartbeatResult(url, spawned.sessionId, main.projectDir, auth, 30_000);
   expect(JSON.parse(heartbeat)).toMatchObject({ success: true });
 
   // The pane's attach got the password through its environment and stays connected; never on a command line.
-  await expectPasswordOnlyInEnvironment(server.info.pid, attachPid, password);
+  await realServer.expectPasswordOnlyInEnvironment(server.info.pid, attachPid, password);
   expect(tmux.listPanes(socket).find((p) => p.paneId === spawned.paneId)?.paneDead).toBe(false);
 }, 120_000);
