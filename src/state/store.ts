@@ -131,13 +131,16 @@ async function jsonText<S extends z.ZodType>(file: string, schema: S, value: z.i
   return `${JSON.stringify(valid, null, 2)}\n`;
 }
 
-/** Validate, then replace the file atomically (temp file, fsync, rename). */
-export async function writeJson<S extends z.ZodType>(
+/** How writeJson and createJson are called: `value`, checked against `schema`, into `file`. */
+type JsonWriter = <S extends z.ZodType>(
   file: string,
   schema: S,
   value: z.infer<S>,
-  options: WriteOptions = {},
-): Promise<void> {
+  options?: WriteOptions,
+) => Promise<void>;
+
+/** Validate, then replace the file atomically (temp file, fsync, rename). */
+export const writeJson: JsonWriter = async (file, schema, value, options = {}) => {
   const text = await jsonText(file, schema, value);
   // An explicit mode: without it write-file-atomic copies the replaced file's mode, and a file of an older install
   // would stay readable by others.
@@ -145,18 +148,13 @@ export async function writeJson<S extends z.ZodType>(
     fsync: options.durable ?? true,
     mode: PRIVATE_FILE_MODE,
   });
-}
+};
 
 /**
  * Write a file that must not exist yet; cheaper than a replace and never clobbers. Durable by default: the content is
  * flushed before the name appears, so after a power cut the file is there whole or not at all (never empty).
  */
-export async function createJson<S extends z.ZodType>(
-  file: string,
-  schema: S,
-  value: z.infer<S>,
-  options: WriteOptions = {},
-): Promise<void> {
+export const createJson: JsonWriter = async (file, schema, value, options = {}) => {
   const text = await jsonText(file, schema, value);
   // Written whole under a temporary name, then linked into place: link() is atomic and fails if the name exists, so
   // the file is created exclusively and no reader ever sees it half-written (a reader would take a partial file for a
@@ -174,7 +172,7 @@ export async function createJson<S extends z.ZodType>(
   } finally {
     await unlink(temp).catch(() => {});
   }
-}
+};
 
 export interface UpdateOutcome<T> {
   value: T | undefined;
