@@ -78,6 +78,20 @@ export async function claimTask(
   return created.task.id;
 }
 
+/** A task the leader creates and hands to the agent `agentId` (in_progress, its assignee); returns its id. */
+export async function assignTask(
+  call: ToolCall,
+  leaderSessionId: string,
+  agentId: string,
+  title: string,
+  teamName = "alpha",
+): Promise<string> {
+  const created = await call<{ task: { id: string } }>("create-task", { teamName, title }, leaderSessionId);
+  const update = { teamName, taskId: created.task.id, status: "in_progress", assignee: agentId };
+  await call("update-task", update, leaderSessionId);
+  return created.task.id;
+}
+
 /** The team's config as the store reads it; throws when it is missing or damaged. */
 export async function teamConfig(ctx: TestContext, teamName = "alpha"): Promise<TeamConfig> {
   const team = await ctx.store.readTeam(teamName);

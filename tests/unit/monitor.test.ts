@@ -5,15 +5,17 @@ import { classifyEvent, isContextOverflow } from "../../src/operations/liveness/
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import type { TestContext } from "../helpers/context.ts";
-import type { FakeSession } from "../helpers/fakes.ts";
-import { agentOnDisk, leaderInbox as inboxOfLeader, ledTeamContext } from "../helpers/team.ts";
-import type { toolCaller } from "../helpers/tools.ts";
+import {
+  agentOnDisk,
+  assignTask,
+  leaderInbox as inboxOfLeader,
+  type LedTeam,
+  ledTeamContext,
+} from "../helpers/team.ts";
 
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let lead: LedTeam;
 let monitor: EventMonitor;
-let leaderSession: FakeSession;
-let leaderId: string;
 
 const S = 1_000;
 
@@ -51,7 +53,7 @@ const ev = {
 };
 
 beforeEach(async () => {
-  ({ ctx, call, leaderSession, leaderId } = await ledTeamContext());
+  ({ ctx, ...lead } = await ledTeamContext());
   monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
 });
 afterEach(() => ctx.cleanup());
@@ -323,16 +325,7 @@ describe("monitor: errors", () => {
 describe("monitor: deleted sessions", () => {
   test("session.deleted: inactive now, tasks back to pending, the leader notified", async () => {
     const agent = await addAgent(ctx, "alpha", { name: "doomed" });
-    const created = await call<{ task: { id: string } }>(
-      "create-task",
-      { teamName: "alpha", title: "t" },
-      "ses_lead",
-    );
-    await call(
-      "update-task",
-      { teamName: "alpha", taskId: created.task.id, status: "in_progress", assignee: agent.agentId },
-      "ses_lead",
-    );
+    const taskId = await assignTask(lead.call, "ses_lead", agent.agentId, "t");
     await feed(ev.deleted(agent.sessionId));
     expect(await state(agent)).toMatchObject({
       status: "inactive",
@@ -340,15 +333,15 @@ describe("monitor: deleted sessions", () => {
     });
     const tasks = await ctx.store.readTasks("alpha");
     expect(tasks.kind === "ok" && tasks.value.tasks[0]).toMatchObject({ status: "pending", assignee: null });
-    const text = `Agent doomed (${agent.agentId}) became inactive: its OpenCode session ${agent.sessionId} was deleted. Tasks returned to pending: ${created.task.id}.`;
+    const text = `Agent doomed (${agent.agentId}) became inactive: its OpenCode session ${agent.sessionId} was deleted. Tasks returned to pending: ${taskId}.`;
     expect((await leaderInbox()).map((m) => m.text)).toEqual([text]);
-    expect(leaderSession.prompts).toEqual([
+    expect(lead.leaderSession.prompts).toEqual([
       {
         text: expect.stringMatching(/^\[notice from opencode-teams via team alpha, id [0-9a-f-]+\]\n/),
         noReply: true,
       },
     ]);
-    expect(leaderSession.prompts[0]?.text.endsWith(`\n${text}`)).toBe(true);
+    expect(lead.leaderSession.prompts[0]?.text.endsWith(`\n${text}`)).toBe(true);
     // Delivered twice (hook and stream, or the plugin loaded twice): still one notice.
     await feed(ev.deleted(agent.sessionId));
     expect(await leaderInbox()).toHaveLength(1);
@@ -358,7 +351,7 @@ describe("monitor: deleted sessions", () => {
     const agent = await addAgent(ctx, "alpha", { status: "shutting_down" });
     await feed(ev.deleted(agent.sessionId), ev.deleted("ses_lead"));
     expect((await state(agent)).status).toBe("shutting_down");
-    expect((await state({ agentId: leaderId })).status).toBe("active");
+    expect((await state({ agentId: lead.leaderId })).status).toBe("active");
     expect(await leaderInbox()).toEqual([]);
   });
 });
@@ -367,7 +360,7 @@ describe("monitor: the leader's own session", () => {
   test("its events keep the leader's heartbeat fresh", async () => {
     ctx.clock.advance(40 * S);
     await feed(ev.status("ses_lead", "busy"));
-    const view = await ctx.store.readAgentView("alpha", leaderId);
+    const view = await ctx.store.readAgentView("alpha", lead.leaderId);
     expect(view.kind === "ok" && view.value.heartbeatTs).toBe("2026-01-01T00:00:40.000Z");
   });
 });

@@ -17,19 +17,23 @@ import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
 import { recordServerInfo } from "../helpers/server-info.ts";
-import { agentOnDisk, leaderInbox as inboxOfLeader, ledTeamContext } from "../helpers/team.ts";
+import {
+  agentOnDisk,
+  assignTask,
+  leaderInbox as inboxOfLeader,
+  type LedTeam,
+  ledTeamContext,
+} from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let lead: LedTeam;
 let sweeper: StaleSweeper;
-let leaderSession: FakeSession;
-let leaderId: string;
 
 const S = 1_000;
 
 beforeEach(async () => {
-  ({ ctx, call, leaderSession, leaderId } = await ledTeamContext());
+  ({ ctx, ...lead } = await ledTeamContext());
   sweeper = new StaleSweeper(ctx);
 });
 afterEach(() => ctx.cleanup());
@@ -56,19 +60,8 @@ async function board(): Promise<TaskBoard> {
   return read.value;
 }
 
-async function startTask(agent: AgentState, title: string): Promise<string> {
-  const created = await call<{ task: { id: string } }>(
-    "create-task",
-    { teamName: "alpha", title },
-    "ses_lead",
-  );
-  await call(
-    "update-task",
-    { teamName: "alpha", taskId: created.task.id, status: "in_progress", assignee: agent.agentId },
-    "ses_lead",
-  );
-  return created.task.id;
-}
+const startTask = (agent: AgentState, title: string) =>
+  assignTask(lead.call, "ses_lead", agent.agentId, title);
 
 describe("stale sweep: misses and the grace period", () => {
   test("a fresh agent gets no miss and the server is not even asked", async () => {
@@ -112,15 +105,15 @@ describe("stale sweep: misses and the grace period", () => {
     const expected = `Agent builder (${agent.agentId}) became inactive: no heartbeat for 76 s (2 missed sweeps). Tasks returned to pending: ${taskId}.`;
     const inbox = await leaderInbox();
     expect(inbox).toHaveLength(1);
-    expect(inbox[0]).toMatchObject({ type: "agent_inactive", to: leaderId, text: expected });
+    expect(inbox[0]).toMatchObject({ type: "agent_inactive", to: lead.leaderId, text: expected });
     expect(inbox[0]?.deliveredAt).toBe("2026-01-01T00:01:16.000Z");
-    expect(leaderSession.prompts).toEqual([
+    expect(lead.leaderSession.prompts).toEqual([
       {
         text: expect.stringMatching(/^\[notice from opencode-teams via team alpha, id [0-9a-f-]+\]\n/),
         noReply: true,
       },
     ]);
-    expect(leaderSession.prompts[0]?.text.endsWith(`\n${expected}`)).toBe(true);
+    expect(lead.leaderSession.prompts[0]?.text.endsWith(`\n${expected}`)).toBe(true);
   });
 
   test("graceMisses is configurable", async () => {
@@ -190,7 +183,7 @@ describe("stale sweep: misses and the grace period", () => {
     const agent = await worker();
     ctx.clock.advance(61 * S);
     await sweeper.sweep();
-    await call("heartbeat", { agentId: agent.agentId, teamName: "alpha" }, agent.sessionId);
+    await lead.call("heartbeat", { agentId: agent.agentId, teamName: "alpha" }, agent.sessionId);
     ctx.clock.advance(15 * S);
     await sweeper.sweep();
     expect(await state(agent)).toMatchObject({ status: "active", consecutiveMisses: 0 });
@@ -207,7 +200,11 @@ describe("stale sweep: cost", () => {
     // Only the leader was read once and set aside for good; the workers cannot be stale before 60 s.
     expect(second).toMatchObject({ read: 0, checked: 5 });
     // A heartbeat after the first read moves nothing earlier: staleness is still judged on the next read.
-    await call("heartbeat", { agentId: agents[0]?.agentId, teamName: "alpha" }, agents[0]?.sessionId ?? "");
+    await lead.call(
+      "heartbeat",
+      { agentId: agents[0]?.agentId, teamName: "alpha" },
+      agents[0]?.sessionId ?? "",
+    );
     ctx.clock.advance(31 * S);
     const third = await sweeper.sweep();
     expect(third).toMatchObject({ read: 5, stale: 4, misses: 4 });
@@ -236,7 +233,7 @@ describe("stale sweep: idempotent across sweepers", () => {
     const reports = await Promise.all([sweeper.sweep(), other.sweep(), sweeper.sweep()]);
     expect(reports.map((r) => r.inactive.length).reduce((a, b) => a + b)).toBe(1);
     expect(await leaderInbox()).toHaveLength(1);
-    expect(leaderSession.prompts).toHaveLength(1);
+    expect(lead.leaderSession.prompts).toHaveLength(1);
     expect(await history()).toEqual([
       expect.objectContaining({ agent_id: agent.agentId, status: "interrupted" }),
     ]);
@@ -407,7 +404,7 @@ describe("stale sweep: who is swept", () => {
     ctx.clock.advance(3_600 * S);
     const report = await sweeper.sweep();
     expect(report.checked).toBe(0);
-    const leader = await ctx.store.readAgent("alpha", leaderId);
+    const leader = await ctx.store.readAgent("alpha", lead.leaderId);
     expect(leader.kind === "ok" && leader.value.status).toBe("active");
   });
 
@@ -484,7 +481,7 @@ describe("stale sweep: batching", () => {
     expect(report.inactive).toHaveLength(3);
     for (const agent of agents) {
       expect(await onDisk(agent)).toBe("inactive");
-      const beat = await call<{ success: boolean; error?: string }>(
+      const beat = await lead.call<{ success: boolean; error?: string }>(
         "heartbeat",
         { teamName: "alpha", agentId: agent.agentId },
         agent.sessionId,
@@ -501,7 +498,7 @@ describe("stale sweep: batching", () => {
     await addAgent(ctx, "alpha", { name: "gone" });
     const alive = await worker({ name: "alive" });
     ctx.clock.advance(61 * S);
-    await call("heartbeat", { agentId: alive.agentId, teamName: "alpha" }, alive.sessionId);
+    await lead.call("heartbeat", { agentId: alive.agentId, teamName: "alpha" }, alive.sessionId);
     await sweeper.sweep();
     const info = ctx.store.paths.serverInfo(ctx.projectRoot);
     expect(JSON.parse(await Bun.file(info).text()).activeSessions).toBe(1);
@@ -569,9 +566,9 @@ describe("leader notices: delivery", () => {
     // Once at once, once more by the same sweep's retry pass.
     ctx.local.failPrompts = 2;
     await killOne();
-    expect(leaderSession.prompts).toHaveLength(0);
+    expect(lead.leaderSession.prompts).toHaveLength(0);
     ctx.clock.advance(15 * S);
     expect((await sweeper.sweep()).delivered).toBe(1);
-    expect(leaderSession.prompts).toHaveLength(1);
+    expect(lead.leaderSession.prompts).toHaveLength(1);
   });
 });
