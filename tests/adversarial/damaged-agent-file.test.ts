@@ -14,7 +14,7 @@ import { readJson } from "../../src/state/store.ts";
 import { hasTmux, killServer, tmuxSocketName } from "../e2e/harness/tmux.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
 import type { TestContext } from "../helpers/context.ts";
-import { claimTask, mockModelTeamContext } from "../helpers/team.ts";
+import { mockModelTeamContext, taskInProgress } from "../helpers/team.ts";
 import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -45,7 +45,7 @@ async function runningAgentWithTask() {
     LEADER,
   );
   if (!spawned.success) throw new Error(JSON.stringify(spawned));
-  const taskId = await claimTask(call, LEADER, spawned.sessionId, "parser");
+  const taskId = await taskInProgress(call, LEADER, "parser", { sessionId: spawned.sessionId });
   const session = ctx.server.sessions.get(spawned.sessionId);
   if (!session) throw new Error("no session");
   session.activity = "busy";

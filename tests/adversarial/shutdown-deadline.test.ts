@@ -11,7 +11,7 @@ import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
 import type { AgentState, InboxMessage } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { claimTask } from "../helpers/team.ts";
+import { taskInProgress } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const S = 1_000;
@@ -50,7 +50,7 @@ async function abandonedKill(
 ): Promise<{ agent: AgentState; taskId: string }> {
   const agent = await addAgent(ctx, "alpha", { name: "w" });
   ctx.server.addSession({ id: agent.sessionId, activity: "busy" });
-  const taskId = await claimTask(call, LEADER, agent.sessionId, "t");
+  const taskId = await taskInProgress(call, LEADER, "t", { sessionId: agent.sessionId });
   const now = ctx.clock.now();
   await ctx.store.updateAgent("alpha", agent.agentId, (current) =>
     current

@@ -65,30 +65,21 @@ export async function mockModelTeamContext(
   return { ctx, call: toolCaller(ctx) };
 }
 
-/** A task the leader creates and the agent of `sessionId` takes up (in_progress, its assignee); returns its id. */
-export async function claimTask(
+/**
+ * A task the leader creates and sets in progress: taken up by the agent of `by.sessionId` itself, or handed by the
+ * leader to `by.assignee`; returns its id.
+ */
+export async function taskInProgress(
   call: ToolCall,
   leaderSessionId: string,
-  sessionId: string,
   title: string,
+  by: { sessionId: string } | { assignee: string },
   teamName = "alpha",
 ): Promise<string> {
   const created = await call<{ task: { id: string } }>("create-task", { teamName, title }, leaderSessionId);
-  await call("update-task", { teamName, taskId: created.task.id, status: "in_progress" }, sessionId);
-  return created.task.id;
-}
-
-/** A task the leader creates and hands to the agent `agentId` (in_progress, its assignee); returns its id. */
-export async function assignTask(
-  call: ToolCall,
-  leaderSessionId: string,
-  agentId: string,
-  title: string,
-  teamName = "alpha",
-): Promise<string> {
-  const created = await call<{ task: { id: string } }>("create-task", { teamName, title }, leaderSessionId);
-  const update = { teamName, taskId: created.task.id, status: "in_progress", assignee: agentId };
-  await call("update-task", update, leaderSessionId);
+  const update = { teamName, taskId: created.task.id, status: "in_progress" };
+  if ("assignee" in by) await call("update-task", { ...update, assignee: by.assignee }, leaderSessionId);
+  else await call("update-task", update, by.sessionId);
   return created.task.id;
 }
 

@@ -7,7 +7,7 @@ import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/st
 import { readJson } from "../../src/state/store.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { recordServerInfo } from "../helpers/server-info.ts";
-import { claimTask, mockModelTeam } from "../helpers/team.ts";
+import { mockModelTeam, taskInProgress } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -74,7 +74,7 @@ async function historyOf(agentId: string) {
 describe("kill-agent force", () => {
   test("aborts, closes the pane, hands back tasks, releases the color, terminates, records interrupted", async () => {
     const a = await spawnOne();
-    const taskId = await claimTask(call, LEADER, a.sessionId, "t1");
+    const taskId = await taskInProgress(call, LEADER, "t1", { sessionId: a.sessionId });
     await recordServerInfo(ctx, 28001, { activeSessions: 1 });
 
     const result = await kill({ agentId: a.agentId, force: true, reason: "no longer needed" });

@@ -5,13 +5,7 @@ import { classifyEvent, isContextOverflow } from "../../src/operations/liveness/
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import type { TestContext } from "../helpers/context.ts";
-import {
-  agentOnDisk,
-  assignTask,
-  leaderInbox as inboxOfLeader,
-  type LedTeam,
-  ledTeamContext,
-} from "../helpers/team.ts";
+import { agentOnDisk, type LedTeam, leaderInbox, ledTeamContext, taskInProgress } from "../helpers/team.ts";
 
 let ctx: TestContext;
 let lead: LedTeam;
@@ -68,8 +62,6 @@ async function feed(...events: unknown[]): Promise<void> {
   for (const event of events) monitor.handleEvent(event);
   await monitor.settled();
 }
-
-const leaderInbox = () => inboxOfLeader(ctx);
 
 describe("event classification", () => {
   test("OpenCode's event names map to liveness signals", () => {
@@ -325,7 +317,7 @@ describe("monitor: errors", () => {
 describe("monitor: deleted sessions", () => {
   test("session.deleted: inactive now, tasks back to pending, the leader notified", async () => {
     const agent = await addAgent(ctx, "alpha", { name: "doomed" });
-    const taskId = await assignTask(lead.call, "ses_lead", agent.agentId, "t");
+    const taskId = await taskInProgress(lead.call, "ses_lead", "t", { assignee: agent.agentId });
     await feed(ev.deleted(agent.sessionId));
     expect(await state(agent)).toMatchObject({
       status: "inactive",
@@ -334,7 +326,7 @@ describe("monitor: deleted sessions", () => {
     const tasks = await ctx.store.readTasks("alpha");
     expect(tasks.kind === "ok" && tasks.value.tasks[0]).toMatchObject({ status: "pending", assignee: null });
     const text = `Agent doomed (${agent.agentId}) became inactive: its OpenCode session ${agent.sessionId} was deleted. Tasks returned to pending: ${taskId}.`;
-    expect((await leaderInbox()).map((m) => m.text)).toEqual([text]);
+    expect((await leaderInbox(ctx)).map((m) => m.text)).toEqual([text]);
     expect(lead.leaderSession.prompts).toEqual([
       {
         text: expect.stringMatching(/^\[notice from opencode-teams via team alpha, id [0-9a-f-]+\]\n/),
@@ -344,7 +336,7 @@ describe("monitor: deleted sessions", () => {
     expect(lead.leaderSession.prompts[0]?.text.endsWith(`\n${text}`)).toBe(true);
     // Delivered twice (hook and stream, or the plugin loaded twice): still one notice.
     await feed(ev.deleted(agent.sessionId));
-    expect(await leaderInbox()).toHaveLength(1);
+    expect(await leaderInbox(ctx)).toHaveLength(1);
   });
 
   test("a deletion during a kill (shutting_down) and the leader's own session are not deaths", async () => {
@@ -352,7 +344,7 @@ describe("monitor: deleted sessions", () => {
     await feed(ev.deleted(agent.sessionId), ev.deleted("ses_lead"));
     expect((await state(agent)).status).toBe("shutting_down");
     expect((await state({ agentId: lead.leaderId })).status).toBe("active");
-    expect(await leaderInbox()).toEqual([]);
+    expect(await leaderInbox(ctx)).toEqual([]);
   });
 });
 

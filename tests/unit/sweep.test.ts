@@ -17,13 +17,7 @@ import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
 import { recordServerInfo } from "../helpers/server-info.ts";
-import {
-  agentOnDisk,
-  assignTask,
-  leaderInbox as inboxOfLeader,
-  type LedTeam,
-  ledTeamContext,
-} from "../helpers/team.ts";
+import { agentOnDisk, type LedTeam, leaderInbox, ledTeamContext, taskInProgress } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
@@ -52,8 +46,6 @@ async function history(): Promise<HistoryEntry[]> {
 
 const state = (agent: AgentState) => agentOnDisk(ctx, agent);
 
-const leaderInbox = () => inboxOfLeader(ctx);
-
 async function board(): Promise<TaskBoard> {
   const read = await ctx.store.readTasks("alpha");
   if (read.kind !== "ok") throw new Error("no board");
@@ -61,7 +53,7 @@ async function board(): Promise<TaskBoard> {
 }
 
 const startTask = (agent: AgentState, title: string) =>
-  assignTask(lead.call, "ses_lead", agent.agentId, title);
+  taskInProgress(lead.call, "ses_lead", title, { assignee: agent.agentId });
 
 describe("stale sweep: misses and the grace period", () => {
   test("a fresh agent gets no miss and the server is not even asked", async () => {
@@ -84,7 +76,7 @@ describe("stale sweep: misses and the grace period", () => {
       consecutiveMisses: 1,
       lastMissAt: "2026-01-01T00:01:01.000Z",
     });
-    expect(await leaderInbox()).toEqual([]);
+    expect(await leaderInbox(ctx)).toEqual([]);
 
     ctx.clock.advance(15 * S);
     const second = await sweeper.sweep();
@@ -103,7 +95,7 @@ describe("stale sweep: misses and the grace period", () => {
     });
 
     const expected = `Agent builder (${agent.agentId}) became inactive: no heartbeat for 76 s (2 missed sweeps). Tasks returned to pending: ${taskId}.`;
-    const inbox = await leaderInbox();
+    const inbox = await leaderInbox(ctx);
     expect(inbox).toHaveLength(1);
     expect(inbox[0]).toMatchObject({ type: "agent_inactive", to: lead.leaderId, text: expected });
     expect(inbox[0]?.deliveredAt).toBe("2026-01-01T00:01:16.000Z");
@@ -135,7 +127,7 @@ describe("stale sweep: misses and the grace period", () => {
     await sweeper.sweep();
     ctx.clock.advance(15 * S);
     await sweeper.sweep();
-    expect((await leaderInbox())[0]?.text).toBe(
+    expect((await leaderInbox(ctx))[0]?.text).toBe(
       `Agent idler (${agent.agentId}) became inactive: no heartbeat for 76 s (2 missed sweeps). Tasks returned to pending: none.`,
     );
   });
@@ -232,7 +224,7 @@ describe("stale sweep: idempotent across sweepers", () => {
     const other = new StaleSweeper(ctx);
     const reports = await Promise.all([sweeper.sweep(), other.sweep(), sweeper.sweep()]);
     expect(reports.map((r) => r.inactive.length).reduce((a, b) => a + b)).toBe(1);
-    expect(await leaderInbox()).toHaveLength(1);
+    expect(await leaderInbox(ctx)).toHaveLength(1);
     expect(lead.leaderSession.prompts).toHaveLength(1);
     expect(await history()).toEqual([
       expect.objectContaining({ agent_id: agent.agentId, status: "interrupted" }),
@@ -261,7 +253,7 @@ describe("stale sweep: idempotent across sweepers", () => {
     const second = await runPair(start + 76 * S, "go2");
     expect(second.map((r) => r.inactive).sort()).toEqual([0, 1]);
     expect(await state(agent)).toMatchObject({ status: "inactive", consecutiveMisses: 2 });
-    expect(await leaderInbox()).toHaveLength(1);
+    expect(await leaderInbox(ctx)).toHaveLength(1);
     expect(await history()).toEqual([
       expect.objectContaining({ agent_id: agent.agentId, status: "interrupted" }),
     ]);
@@ -342,7 +334,7 @@ describe("stale sweep: facts before verdicts", () => {
       status: "inactive",
       statusReason: `its OpenCode session ${agent.sessionId} no longer exists`,
     });
-    expect((await leaderInbox())[0]?.text).toBe(
+    expect((await leaderInbox(ctx))[0]?.text).toBe(
       `Agent ghost (${agent.agentId}) became inactive: its OpenCode session ${agent.sessionId} no longer exists. Tasks returned to pending: ${taskId}.`,
     );
   });
@@ -447,7 +439,7 @@ describe("stale sweep: batching", () => {
     ctx.clock.advance(15 * S);
     const report = await sweeper.sweep();
     expect(report.inactive).toHaveLength(3);
-    const inbox = await leaderInbox();
+    const inbox = await leaderInbox(ctx);
     expect(inbox).toHaveLength(1);
     const lines = (inbox[0]?.text ?? "").split("\n").sort();
     expect(lines).toEqual(
@@ -513,7 +505,7 @@ describe("stale sweep: batching", () => {
     ctx.clock.advance(61 * S);
     expect((await sweeper.sweep()).inactive).toHaveLength(1);
     expect((await state(agent)).status).toBe("inactive");
-    expect(await leaderInbox()).toHaveLength(1);
+    expect(await leaderInbox(ctx)).toHaveLength(1);
     expect(ctx.logs.some((l) => l.level === "warn" && l.message.includes("could not record"))).toBe(true);
   });
 
@@ -548,7 +540,7 @@ describe("leader notices: delivery", () => {
   test("undeliverable now: kept in the inbox and delivered by a later sweep, exactly once", async () => {
     ctx.local.sessions.delete("ses_lead");
     await killOne();
-    const [pending] = await leaderInbox();
+    const [pending] = await leaderInbox(ctx);
     expect(pending?.deliveredAt).toBeUndefined();
     // A later sweep in a process that has the leader's session delivers it.
     const later = ctx.local.addSession({ id: "ses_lead" });
@@ -556,7 +548,7 @@ describe("leader notices: delivery", () => {
     const reports = await Promise.all([sweeper.sweep(), new StaleSweeper(ctx).sweep()]);
     expect(reports.map((r) => r.delivered).sort()).toEqual([0, 1]);
     expect(later.prompts).toHaveLength(1);
-    expect((await leaderInbox())[0]?.deliveredAt).toBe("2026-01-01T00:01:16.000Z");
+    expect((await leaderInbox(ctx))[0]?.deliveredAt).toBe("2026-01-01T00:01:16.000Z");
     await sweeper.sweep();
     await new StaleSweeper(ctx).sweep();
     expect(later.prompts).toHaveLength(1);
