@@ -11,12 +11,10 @@
 import { expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
-import { TmuxCli } from "../../src/edges/tmux.ts";
 import * as realServer from "../helpers/real-server.ts";
 import { readServerInfo } from "../helpers/server-info.ts";
 
 const run = realServer.realServerRun("oct-srvauth");
-const { socket, ours } = run;
 
 function mode(file: string): string {
   return (statSync(file).mode & 0o777).toString(8);
@@ -28,17 +26,7 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
   const env: NodeJS.ProcessEnv = { ...process.env, ...main.env };
   delete env.OPENCODE_SERVER_PASSWORD;
   delete env.OPENCODE_SERVER_USERNAME;
-  const { ctx, servers } = realServer.leaderOnRealServer(main, { tmuxSocket: socket }, env);
-  ctx.edges.tmux = new TmuxCli("tmux", main.env);
-
-  const { spawned, server, attachPid } = await realServer.spawnHeartbeatWorker(
-    ctx,
-    servers,
-    "sec",
-    "ses_sec_leader",
-  );
-  ours.add(server.info.pid);
-  ours.add(attachPid);
+  const { ctx, spawned, server, attachPid } = await realServer.paneWorkerOnRealServer(run, main, env);
 
   // Strangers: a local process without credentials, and a web page's "simple" request (no preflight) through a
   // rebound DNS name.

@@ -8,12 +8,10 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { TmuxCli } from "../../src/edges/tmux.ts";
 import * as realServer from "../helpers/real-server.ts";
 import { tmux } from "./harness/index.ts";
 
 const run = realServer.realServerRun("oct-password");
-const { socket, ours } = run;
 const password = `pw-${randomBytes(8).toString("hex")}`;
 const previousPassword = process.env.OPENCODE_SERVER_PASSWORD;
 
@@ -28,17 +26,7 @@ test("a password-protected project server: spawn gets in, strangers do not, no p
   process.env.OPENCODE_SERVER_PASSWORD = password;
   // The fixture's hermetic HOME/XDG dirs for the project server, plus the password.
   const env = { ...process.env, ...main.env, OPENCODE_SERVER_PASSWORD: password };
-  const { ctx, servers } = realServer.leaderOnRealServer(main, { tmuxSocket: socket }, env);
-  ctx.edges.tmux = new TmuxCli("tmux", main.env);
-
-  const { spawned, server, attachPid } = await realServer.spawnHeartbeatWorker(
-    ctx,
-    servers,
-    "sec",
-    "ses_sec_leader",
-  );
-  ours.add(server.info.pid);
-  ours.add(attachPid);
+  const { spawned, server, attachPid } = await realServer.paneWorkerOnRealServer(run, main, env);
   expect(spawned).toMatchObject({ status: "active", promptDelivery: "sdk" });
 
   // The server refuses a request without credentials and answers one with them.
@@ -54,5 +42,5 @@ test("a password-protected project server: spawn gets in, strangers do not, no p
 
   // The pane's attach got the password through its environment and stays connected; never on a command line.
   await realServer.expectPasswordOnlyInEnvironment(server.info.pid, attachPid, password);
-  expect(tmux.listPanes(socket).find((p) => p.paneId === spawned.paneId)?.paneDead).toBe(false);
+  expect(tmux.listPanes(run.socket).find((p) => p.paneId === spawned.paneId)?.paneDead).toBe(false);
 }, 120_000);

@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { type ProjectServer, ServerManager } from "../../src/edges/server-manager.ts";
+import { TmuxCli } from "../../src/edges/tmux.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import { spawnAgent } from "../../src/operations/agents/spawn.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
@@ -115,6 +116,23 @@ export async function spawnHeartbeatWorker(
   const attachPid = agent.kind === "ok" ? agent.value.attachPid : undefined;
   if (attachPid === undefined) throw new Error(`agent ${spawned.agentId} has no attach pid`);
   return { spawned, server, attachPid };
+}
+
+/**
+ * The leader's context on `main` (leaderOnRealServer, panes on the run's tmux socket) and the heartbeat worker spawned
+ * in a pane of team "sec"; the project server and the pane's attach are tracked for the run to stop.
+ */
+export async function paneWorkerOnRealServer(
+  run: RealServerRun,
+  main: OpencodeServer,
+  env: NodeJS.ProcessEnv,
+) {
+  const { ctx, servers } = leaderOnRealServer(main, { tmuxSocket: run.socket }, env);
+  ctx.edges.tmux = new TmuxCli("tmux", main.env);
+  const worker = await spawnHeartbeatWorker(ctx, servers, "sec", "ses_sec_leader");
+  run.ours.add(worker.server.info.pid);
+  run.ours.add(worker.attachPid);
+  return { ctx, ...worker };
 }
 
 /** The headers that get in with `credentials` (none for a server without a password). */
