@@ -11,14 +11,11 @@ import type { PluginInput } from "@opencode-ai/plugin";
 import { createOpencodeClient } from "@opencode-ai/sdk";
 import { processRunning, terminateProcess } from "../../src/edges/process-info.ts";
 import { preferredPort, ServerStartError } from "../../src/edges/server-manager.ts";
-import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import OpencodeTeamsPlugin from "../../src/index.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import { getAgentStatus } from "../../src/operations/views/status.ts";
-import { parseOptions } from "../../src/options.ts";
-import { buildContext } from "../../src/plugin.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext } from "../helpers/context.ts";
+import { builtContext, makeTestContext } from "../helpers/context.ts";
 import { fakeServeKit } from "../helpers/fake-serve.ts";
 import { readServerInfo, writeServerInfo } from "../helpers/server-info.ts";
 
@@ -278,12 +275,7 @@ describe("nothing orphans a server", () => {
     const server = kit.track(await kit.manager(dir, paths).ensureRunning());
 
     // A live agent keeps it.
-    const ctx = buildContext({
-      projectRoot: dir,
-      options: parseOptions({ background: false }),
-      log: () => {},
-      localServer: new UnavailableOpencodeApi("not used"),
-    });
+    const ctx = builtContext(dir, { background: false });
     await createTeam(ctx, { teamName: "d" }, "ses_lead");
     const worker = await addAgent(ctx, "d", { name: "w1", status: "active" });
     const hooks = await OpencodeTeamsPlugin(input, { background: false, opencodeBin: kit.fakeBin });

@@ -8,17 +8,15 @@
  */
 import { expect, test } from "bun:test";
 import { ServerManager } from "../../src/edges/server-manager.ts";
-import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import { resumeAgent } from "../../src/operations/agents/resume.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
 import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
 import { HUMAN, sendAs } from "../../src/operations/messages/messages.ts";
 import { deliverPending } from "../../src/operations/messages/notify.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { parseOptions } from "../../src/options.ts";
-import { buildContext } from "../../src/plugin.ts";
 import type { AgentState, TeamConfig } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
+import { builtContext } from "../helpers/context.ts";
 import { recordServerInfo } from "../helpers/server-info.ts";
 import { type OpencodeServer, useOpencode, waitFor } from "./harness/index.ts";
 import { callTool } from "./harness/session-tools.ts";
@@ -29,12 +27,11 @@ const fx = useOpencode({
 });
 
 function context(server: OpencodeServer): TeamsContext {
-  const ctx = buildContext({
-    projectRoot: server.projectDir,
-    options: parseOptions({ background: false }),
-    log: () => {},
-    localServer: new UnavailableOpencodeApi("the leader's session is on the project server in this test"),
-  });
+  const ctx = builtContext(
+    server.projectDir,
+    { background: false },
+    "the leader's session is on the project server in this test",
+  );
   // The harness started this server without a password, which the plugin would replace by one with a password on
   // its next start: resume-agent here reuses the recorded server as it is, as it reuses a protected one.
   const servers = new ServerManager({

@@ -7,8 +7,10 @@ import { GitCli } from "../../src/edges/git.ts";
 import { hostProcesses } from "../../src/edges/process-info.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
+import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import type { LogLevel, TeamsContext, TeamsEdges } from "../../src/operations/context.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
+import { buildContext } from "../../src/plugin.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
 import { TeamStore } from "../../src/state/team-store.ts";
 import { FakeOpencode, FakeTmux } from "./fakes.ts";
@@ -108,4 +110,21 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
 export function parseOutput<T = Record<string, unknown>>(result: unknown): T {
   if (typeof result === "string") return JSON.parse(result) as T;
   return JSON.parse((result as { output: string }).output) as T;
+}
+
+/**
+ * The context the plugin builds (buildContext) for `projectRoot` with `options`, logging nothing; it has no local
+ * server of its own: a call to one fails with `noLocalServer`.
+ */
+export function builtContext(
+  projectRoot: string,
+  options: Partial<TeamsOptions>,
+  noLocalServer = "not used",
+): TeamsContext {
+  return buildContext({
+    projectRoot,
+    options: parseOptions(options),
+    log: () => {},
+    localServer: new UnavailableOpencodeApi(noLocalServer),
+  });
 }

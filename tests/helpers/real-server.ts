@@ -8,12 +8,10 @@ import { processCommandLine, processRunning, terminateProcess } from "../../src/
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { type ProjectServer, ServerManager } from "../../src/edges/server-manager.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
-import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import { spawnAgent } from "../../src/operations/agents/spawn.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { parseOptions, type TeamsOptions } from "../../src/options.ts";
-import { buildContext } from "../../src/plugin.ts";
+import type { TeamsOptions } from "../../src/options.ts";
 import {
   type MockModel,
   OPENCODE_BIN,
@@ -25,6 +23,7 @@ import {
   waitFor,
 } from "../e2e/harness/index.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
+import { builtContext } from "./context.ts";
 
 /** A test file's run against a real server: a tmux socket of its own and the pids its test started. */
 export interface RealServerRun {
@@ -69,12 +68,7 @@ export function leaderOnRealServer(
   options: Partial<TeamsOptions>,
   env: NodeJS.ProcessEnv,
 ): { ctx: TeamsContext; servers: ServerManager } {
-  const ctx = buildContext({
-    projectRoot: main.projectDir,
-    options: parseOptions({ background: false, opencodeBin: OPENCODE_BIN, ...options }),
-    log: () => {},
-    localServer: new UnavailableOpencodeApi("not used"),
-  });
+  const ctx = builtContext(main.projectDir, { background: false, opencodeBin: OPENCODE_BIN, ...options });
   const servers = new ServerManager({
     projectRoot: main.projectDir,
     paths: ctx.store.paths,
