@@ -1,7 +1,8 @@
 import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { StaleSweeper } from "../src/operations/liveness/sweep.ts";
-import { makeTestContext, recordServerInfo, type TestContext } from "../tests/helpers/context.ts";
+import { makeTestContext, type TestContext } from "../tests/helpers/context.ts";
+import { recordServerInfo } from "../tests/helpers/server-info.ts";
 import { durableReplaces, interleaved, listOnly, readAndParseAll, snapshot, writtenFiles } from "./floors.ts";
 import { leaderSession, note, seedTeam, timed } from "./setup.ts";
 import { type Figure, figure } from "./stats.ts";

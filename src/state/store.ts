@@ -122,44 +122,47 @@ export interface WriteOptions {
 }
 
 /**
- * Validate, then replace the file atomically (temp file, fsync, rename). A value that fails its schema is a bug in
- * the caller and throws before anything touches the disk.
+ * The text to write for `value`, once it passed its schema and the file's private directory exists. A value that
+ * fails its schema is a bug in the caller and throws before anything touches the disk.
  */
-export async function writeJson<S extends z.ZodType>(
+async function jsonText<S extends z.ZodType>(file: string, schema: S, value: z.infer<S>): Promise<string> {
+  const valid = schema.parse(value);
+  await makePrivateDir(path.dirname(file));
+  return `${JSON.stringify(valid, null, 2)}\n`;
+}
+
+/** How writeJson and createJson are called: `value`, checked against `schema`, into `file`. */
+type JsonWriter = <S extends z.ZodType>(
   file: string,
   schema: S,
   value: z.infer<S>,
-  options: WriteOptions = {},
-): Promise<void> {
-  const valid = schema.parse(value);
-  await makePrivateDir(path.dirname(file));
+  options?: WriteOptions,
+) => Promise<void>;
+
+/** Validate, then replace the file atomically (temp file, fsync, rename). */
+export const writeJson: JsonWriter = async (file, schema, value, options = {}) => {
+  const text = await jsonText(file, schema, value);
   // An explicit mode: without it write-file-atomic copies the replaced file's mode, and a file of an older install
   // would stay readable by others.
-  await writeFileAtomic(file, `${JSON.stringify(valid, null, 2)}\n`, {
+  await writeFileAtomic(file, text, {
     fsync: options.durable ?? true,
     mode: PRIVATE_FILE_MODE,
   });
-}
+};
 
 /**
  * Write a file that must not exist yet; cheaper than a replace and never clobbers. Durable by default: the content is
  * flushed before the name appears, so after a power cut the file is there whole or not at all (never empty).
  */
-export async function createJson<S extends z.ZodType>(
-  file: string,
-  schema: S,
-  value: z.infer<S>,
-  options: WriteOptions = {},
-): Promise<void> {
-  const valid = schema.parse(value);
-  await makePrivateDir(path.dirname(file));
+export const createJson: JsonWriter = async (file, schema, value, options = {}) => {
+  const text = await jsonText(file, schema, value);
   // Written whole under a temporary name, then linked into place: link() is atomic and fails if the name exists, so
   // the file is created exclusively and no reader ever sees it half-written (a reader would take a partial file for a
   // damaged one and move it aside).
   const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
   const handle = await open(temp, "wx", PRIVATE_FILE_MODE);
   try {
-    await handle.writeFile(`${JSON.stringify(valid, null, 2)}\n`);
+    await handle.writeFile(text);
     if (options.durable ?? true) await handle.sync();
   } finally {
     await handle.close();
@@ -169,7 +172,7 @@ export async function createJson<S extends z.ZodType>(
   } finally {
     await unlink(temp).catch(() => {});
   }
-}
+};
 
 export interface UpdateOutcome<T> {
   value: T | undefined;

@@ -8,16 +8,14 @@ import { expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { SdkOpencodeApi } from "../../src/edges/opencode-client.ts";
-import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
 import { EventMonitor } from "../../src/operations/liveness/monitor.ts";
 import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { parseOptions } from "../../src/options.ts";
-import { buildContext } from "../../src/plugin.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { useOpencode, waitFor } from "../e2e/harness/index.ts";
 import { addAgent } from "../helpers/agents.ts";
+import { builtContext } from "../helpers/context.ts";
 
 const TIMING = { staleThresholdMs: 1_000, sweepIntervalMs: 1_000, graceMisses: 2, busyCapMs: 60_000 };
 
@@ -35,12 +33,7 @@ test("real server: a busy worker in a sub-directory is kept alive by the sweep a
   const sub = path.join(server.projectDir, "packages", "web");
   mkdirSync(sub, { recursive: true });
   const api = new SdkOpencodeApi(server.url, { directory: server.projectDir });
-  const base = buildContext({
-    projectRoot: server.projectDir,
-    options: parseOptions(TIMING),
-    log: () => {},
-    localServer: new UnavailableOpencodeApi("no local server in this test"),
-  });
+  const base = builtContext(server.projectDir, TIMING, "no local server in this test");
   const ctx: TeamsContext = { ...base, edges: { ...base.edges, projectServer: async () => api } };
   await ctx.store.init();
   const leaderSession = await server.createSession("leader");

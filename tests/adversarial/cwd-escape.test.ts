@@ -2,9 +2,9 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createTeam } from "../../src/operations/team/team.ts";
 import type { TeamsOptions } from "../../src/options.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { mockModelTeam } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 // An agent works inside the project: a cwd that leads out of it (or into a repository nested in it, which OpenCode
@@ -19,8 +19,7 @@ async function setup(options: Partial<TeamsOptions> = {}) {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, ...options });
   call = toolCaller(ctx);
   outside = await mkdtemp(path.join(tmpdir(), "oct-outside-"));
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
+  await mockModelTeam(ctx, LEADER);
 }
 
 afterEach(async () => {

@@ -7,14 +7,15 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } fr
 import { readFile, writeFile } from "node:fs/promises";
 import { collectStatus } from "../../src/cli/status.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
+import type { KillAgentOutput } from "../../src/operations/agents/kill.ts";
 import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
 import { ColorPoolSchema, type TaskBoard } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { hasTmux, killServer, tmuxSocketName } from "../e2e/harness/tmux.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext, taskInProgress } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 
@@ -28,14 +29,12 @@ interface Listing {
 }
 
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0, shutdownTimeoutMs: 500 });
-  call = toolCaller(ctx);
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
-});
+beforeEach(
+  async () =>
+    ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0, shutdownTimeoutMs: 500 })),
+);
 afterEach(() => ctx.cleanup());
 
 /** A running agent (busy session, pane) holding one in_progress task. */
@@ -46,23 +45,14 @@ async function runningAgentWithTask() {
     LEADER,
   );
   if (!spawned.success) throw new Error(JSON.stringify(spawned));
-  const created = await call<{ task: { id: string } }>(
-    "create-task",
-    { teamName: "alpha", title: "parser" },
-    LEADER,
-  );
-  await call(
-    "update-task",
-    { teamName: "alpha", taskId: created.task.id, status: "in_progress" },
-    spawned.sessionId,
-  );
+  const taskId = await taskInProgress(call, LEADER, "parser", { sessionId: spawned.sessionId });
   const session = ctx.server.sessions.get(spawned.sessionId);
   if (!session) throw new Error("no session");
   session.activity = "busy";
-  return { ...spawned, taskId: created.task.id };
+  return { ...spawned, taskId };
 }
 
-const agentFile = (agentId: string) => ctx.store.paths.agentState("alpha", agentId);
+const agentPath = (agentId: string) => ctx.store.paths.agentState("alpha", agentId);
 
 async function taskOf(taskId: string) {
   const board = JSON.parse(await readFile(ctx.store.paths.tasks("alpha"), "utf8")) as TaskBoard;
@@ -93,7 +83,7 @@ function keyPaths(value: unknown, prefix = ""): string[] {
 describe("a damaged agent file", () => {
   test("shows the agent as unknown in every listing, every time, and kill-agent ends it", async () => {
     const agent = await runningAgentWithTask();
-    await writeFile(agentFile(agent.agentId), '{"version": 1, "agentId": \u0000 garbage');
+    await writeFile(agentPath(agent.agentId), '{"version": 1, "agentId": \u0000 garbage');
 
     for (let round = 1; round <= 2; round++) {
       const listed = await call<{ agents: Listing[]; warnings?: string[] }>(
@@ -132,14 +122,11 @@ describe("a damaged agent file", () => {
       expect(table.warnings.some((w) => w.includes(agent.agentId))).toBe(true);
     }
 
-    const killed = await call<{
-      success: boolean;
-      error?: string;
-      method: string;
-      phase: string;
-      reassignedTasks: string[];
-      warnings?: string[];
-    }>("kill-agent", { teamName: "alpha", agentId: agent.agentId }, LEADER);
+    const killed = await call<KillAgentOutput & { success: boolean; error?: string }>(
+      "kill-agent",
+      { teamName: "alpha", agentId: agent.agentId },
+      LEADER,
+    );
     expect(killed.error).toBeUndefined();
     expect(killed).toMatchObject({ success: true, method: "force", phase: "unreadable" });
     expect(killed.reassignedTasks).toEqual([agent.taskId]);
@@ -172,8 +159,8 @@ describe("a damaged agent file", () => {
 
   /** Torn mid-write: the tail is lost, the fields before it are as written. */
   async function tearAgentFile(agentId: string) {
-    const text = await readFile(agentFile(agentId), "utf8");
-    await writeFile(agentFile(agentId), text.slice(0, text.indexOf('"cwd"')));
+    const text = await readFile(agentPath(agentId), "utf8");
+    await writeFile(agentPath(agentId), text.slice(0, text.indexOf('"cwd"')));
   }
 
   test("kill-agent ends it at once, from a torn file, and never touches a pane without its mark", async () => {
@@ -214,7 +201,7 @@ describe("a damaged agent file", () => {
 
   test("the sweep neither throws nor repeats itself over it", async () => {
     const agent = await runningAgentWithTask();
-    await writeFile(agentFile(agent.agentId), "not json");
+    await writeFile(agentPath(agent.agentId), "not json");
     const sweeper = new StaleSweeper(ctx);
     for (let round = 0; round < 3; round++) {
       const before = ctx.logs.length;

@@ -4,16 +4,22 @@ import { writeFile } from "node:fs/promises";
 import { readHistory } from "../../src/operations/history/history.ts";
 import { withFileLock } from "../../src/state/lock.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
-test("rebuilding a damaged history waits for the history's lock: nothing is written under another writer", async () => {
+/** A context whose team "t" has one agent (w1) and a damaged history file. */
+async function damagedHistory(): Promise<{ ctx: TestContext; file: string }> {
   const ctx = await makeTestContext();
+  await toolCaller(ctx)("create-team", { teamName: "t" }, "ses_lead");
+  await addAgent(ctx, "t", { name: "w1" });
+  const file = ctx.store.paths.history("t");
+  await writeFile(file, "{ damaged");
+  return { ctx, file };
+}
+
+test("rebuilding a damaged history waits for the history's lock: nothing is written under another writer", async () => {
+  const { ctx, file } = await damagedHistory();
   try {
-    await toolCaller(ctx)("create-team", { teamName: "t" }, "ses_lead");
-    await addAgent(ctx, "t", { name: "w1" });
-    const file = ctx.store.paths.history("t");
-    await writeFile(file, "{ damaged");
     let reading: ReturnType<typeof readHistory> | undefined;
     await withFileLock(file, async () => {
       reading = readHistory(ctx, "t");
@@ -31,12 +37,8 @@ test("rebuilding a damaged history waits for the history's lock: nothing is writ
 });
 
 test("a rebuild does not overwrite a history another writer put in place after the damaged read", async () => {
-  const ctx = await makeTestContext();
+  const { ctx, file } = await damagedHistory();
   try {
-    await toolCaller(ctx)("create-team", { teamName: "t" }, "ses_lead");
-    await addAgent(ctx, "t", { name: "w1" });
-    const file = ctx.store.paths.history("t");
-    await writeFile(file, "{ damaged");
     let reading: ReturnType<typeof readHistory> | undefined;
     const written = { version: 1, max_entries: 100, entries: [] };
     await withFileLock(file, async () => {

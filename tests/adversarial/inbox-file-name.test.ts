@@ -9,20 +9,14 @@ import path from "node:path";
 import { deliverPending, notifyLeader } from "../../src/operations/messages/notify.ts";
 import type { TeamConfig } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import type { TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
-import { leaderInbox, leadTeam } from "../helpers/team.ts";
+import { leaderInbox, ledTeamContext } from "../helpers/team.ts";
 
 let ctx: TestContext;
 let leaderSession: FakeSession;
 let team: TeamConfig;
-beforeEach(async () => {
-  ctx = await makeTestContext();
-  ({ leaderSession } = await leadTeam(ctx));
-  const read = await ctx.store.readTeam("alpha");
-  if (read.kind !== "ok") throw new Error("no team");
-  team = read.value;
-});
+beforeEach(async () => ({ ctx, leaderSession, team } = await ledTeamContext()));
 afterEach(() => ctx.cleanup());
 
 /** Gives the file a name that does not match its content, as a restore or a hand copy would. */

@@ -6,38 +6,24 @@
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { readFile, writeFile } from "node:fs/promises";
-import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { markLost, spawnHeadless } from "../helpers/agents.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 
 type Result = { success: boolean; error?: string; agentId?: string; status?: string };
 
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0 });
-  call = toolCaller(ctx);
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
-});
+beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 afterEach(() => ctx.cleanup());
 
 /** A headless agent spawned for real (fake server), then declared inactive as the sweep would. */
 async function lostAgent(): Promise<AgentState> {
-  const spawned = await call<Result>(
-    "spawn-agent",
-    { teamName: "alpha", prompt: "Build the parser", headless: true },
-    LEADER,
-  );
-  if (!spawned.success || !spawned.agentId) throw new Error(spawned.error);
-  const { value } = await ctx.store.updateAgent("alpha", spawned.agentId, (s) =>
-    s ? { ...s, status: "inactive", statusReason: "no heartbeat for 2 sweeps" } : s,
-  );
-  if (!value) throw new Error("no agent");
-  return value;
+  return markLost(ctx, (await spawnHeadless(call, LEADER)).agentId);
 }
 
 /**

@@ -7,20 +7,14 @@ import { afterEach, beforeEach, expect, test } from "bun:test";
 import { deliverPending, notifyLeader } from "../../src/operations/messages/notify.ts";
 import { InboxMessageSchema, type TeamConfig } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import type { TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
-import { leaderInbox, leadTeam } from "../helpers/team.ts";
+import { leaderInbox, ledTeamContext } from "../helpers/team.ts";
 
 let ctx: TestContext;
 let leaderSession: FakeSession;
 let team: TeamConfig;
-beforeEach(async () => {
-  ctx = await makeTestContext();
-  ({ leaderSession } = await leadTeam(ctx));
-  const read = await ctx.store.readTeam("alpha");
-  if (read.kind !== "ok") throw new Error("no team");
-  team = read.value;
-});
+beforeEach(async () => ({ ctx, leaderSession, team } = await ledTeamContext()));
 afterEach(() => ctx.cleanup());
 
 test("a notice in the leader's session but not marked delivered is not sent again by later sweeps", async () => {

@@ -31,6 +31,7 @@ import { capturePane, hasTmux, killServer, listPanes, tmux, tmuxSocketName } fro
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const SESSION_ID = "ses_owned_pane";
@@ -229,11 +230,7 @@ describe("the attach process is signalled only while it is ours", () => {
 
 describe("the sweep and kill-agent, on the fake tmux", () => {
   let ctx: TestContext;
-  beforeEach(async () => {
-    ctx = await makeTestContext();
-    const team = await createTeam(ctx, { teamName: "alpha" }, "ses_leader");
-    if (!team.success) throw new Error(team.error);
-  });
+  beforeEach(async () => ({ ctx } = await mockModelTeamContext("ses_leader")));
   afterEach(() => ctx.cleanup());
 
   /** An agent with a pane as spawn leaves it, then a tmux restart that gives its pane id to a pane of the user's. */

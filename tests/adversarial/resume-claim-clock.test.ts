@@ -7,48 +7,32 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { hostname } from "node:os";
 import { RESUME_CLAIM_TTL_MS } from "../../src/operations/agents/resume-claim.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { markLost, spawnHeadless } from "../helpers/agents.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 const CLAIMED_AS = "6f1c2a9e-8d7b-4c3a-9f1e-2b3c4d5e6f70";
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 
 type Result = { success: boolean; error?: string; agentId?: string };
 
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0 });
-  call = toolCaller(ctx);
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
-});
+beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 afterEach(() => ctx.cleanup());
 
 /** A lost agent that a resume-agent call claimed (and has not launched yet), by `claim`. */
 async function claimedAgent(claim: Partial<AgentState>): Promise<AgentState> {
-  const spawned = await call<Result>(
-    "spawn-agent",
-    { teamName: "alpha", prompt: "work", headless: true },
-    LEADER,
-  );
-  if (!spawned.agentId) throw new Error(spawned.error);
-  const { value } = await ctx.store.updateAgent("alpha", spawned.agentId, (s) =>
-    s
-      ? {
-          ...s,
-          status: "terminated",
-          outcome: "interrupted",
-          resumedBy: CLAIMED_AS,
-          resumeClaimedAt: new Date(ctx.clock.now()).toISOString(),
-          ...claim,
-        }
-      : s,
-  );
-  if (!value) throw new Error("no agent");
-  return value;
+  const spawned = await spawnHeadless(call, LEADER, "work");
+  return markLost(ctx, spawned.agentId, {
+    status: "terminated",
+    outcome: "interrupted",
+    resumedBy: CLAIMED_AS,
+    resumeClaimedAt: new Date(ctx.clock.now()).toISOString(),
+    ...claim,
+  });
 }
 
 const resume = (agentId: string) => call<Result>("resume-agent", { teamName: "alpha", agentId }, LEADER);

@@ -7,10 +7,11 @@ import { afterEach, expect, test } from "bun:test";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createTeam } from "../../src/operations/team/team.ts";
 import type { TeamsOptions } from "../../src/options.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
+import { markLost, spawnHeadless } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { mockModelTeam } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -30,19 +31,9 @@ async function lostOutside(options: Partial<TeamsOptions> = {}): Promise<AgentSt
   ctx = await makeTestContext({ promptRetryDelayMs: 0, ...options });
   call = toolCaller(ctx);
   outside = await mkdtemp(path.join(tmpdir(), "oct-outside-"));
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
-  const spawned = await call<Result>(
-    "spawn-agent",
-    { teamName: "alpha", prompt: "work", headless: true },
-    LEADER,
-  );
-  if (!spawned.agentId) throw new Error(spawned.error);
-  const { value } = await ctx.store.updateAgent("alpha", spawned.agentId, (s) =>
-    s ? { ...s, status: "inactive", cwd: outside } : s,
-  );
-  if (!value) throw new Error("no agent");
-  return value;
+  await mockModelTeam(ctx, LEADER);
+  const spawned = await spawnHeadless(call, LEADER, "work");
+  return markLost(ctx, spawned.agentId, { cwd: outside });
 }
 
 test("an agent recorded with a cwd outside the project is not resumed there", async () => {

@@ -6,43 +6,23 @@
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
 import { InboxMessageSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { type Launched, markLost, spawnHeadless } from "../helpers/agents.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext, teamConfig } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0 });
-  call = toolCaller(ctx);
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
-});
+let call: ToolCall;
+beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 afterEach(() => ctx.cleanup());
 
-interface Launched {
-  success: boolean;
-  agentId: string;
-  sessionId: string;
-}
-
-async function spawnThenStop(): Promise<Launched> {
-  const spawned = await call<Launched>(
-    "spawn-agent",
-    { teamName: "alpha", prompt: "Build the parser", headless: true },
-    LEADER,
-  );
-  await stop(spawned.agentId);
+async function spawnThenStop(): Promise<{ agentId: string; sessionId: string }> {
+  const spawned = await spawnHeadless(call, LEADER);
+  await markLost(ctx, spawned.agentId);
   return spawned;
-}
-
-async function stop(agentId: string): Promise<void> {
-  await ctx.store.updateAgent("alpha", agentId, (s) =>
-    s ? { ...s, status: "inactive", statusReason: "x" } : s,
-  );
 }
 
 function seen(sessionId: string, text: string): number {
@@ -63,7 +43,7 @@ test("a resume that died between its prompt and marking does not hand the messag
   const { deliveredAt: _, file, ...unmarked } = handed;
   await writeJson(file, InboxMessageSchema, unmarked);
 
-  await stop(resumed.agentId);
+  await markLost(ctx, resumed.agentId);
   const again = await call<Launched>("resume-agent", { teamName: "alpha", agentId: resumed.agentId }, LEADER);
   expect(again.success).toBe(true);
   expect(seen(first.sessionId, "STEER-9")).toBe(1);
@@ -73,12 +53,11 @@ test("a resume that died between its prompt and marking does not hand the messag
 test("a message that reached the session before the agent died is not handed over again", async () => {
   const first = await spawnThenStop();
   await ctx.store.updateAgent("alpha", first.agentId, (s) => (s ? { ...s, status: "active" } : s));
-  const team = await ctx.store.readTeam("alpha");
-  if (team.kind !== "ok") throw new Error("no team");
+  const team = await teamConfig(ctx);
   const message = await ctx.store.appendInbox({
     teamName: "alpha",
     to: first.agentId,
-    from: team.value.leader,
+    from: team.leader,
     type: "message",
     text: "STEER-10",
     createdAt: new Date(ctx.clock.now()).toISOString(),
@@ -88,11 +67,11 @@ test("a message that reached the session before the agent died is not handed ove
   ctx.store.markInboxDelivered = async () => {
     throw new Error("crash");
   };
-  await expect(deliverInboxMessage(ctx, team.value, message)).rejects.toThrow("crash");
+  await expect(deliverInboxMessage(ctx, team, message)).rejects.toThrow("crash");
   ctx.store.markInboxDelivered = original;
   expect(seen(first.sessionId, "STEER-10")).toBe(1);
 
-  await stop(first.agentId);
+  await markLost(ctx, first.agentId);
   const resumed = await call<Launched>("resume-agent", { teamName: "alpha", agentId: first.agentId }, LEADER);
   expect(resumed.success).toBe(true);
   expect(seen(first.sessionId, "STEER-10")).toBe(1);

@@ -6,36 +6,20 @@
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { deliverPending } from "../../src/operations/messages/notify.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { type Launched, markLost, spawnHeadless } from "../helpers/agents.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext, teamConfig } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0 });
-  call = toolCaller(ctx);
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
-});
+let call: ToolCall;
+beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 afterEach(() => ctx.cleanup());
 
-interface Launched {
-  success: boolean;
-  agentId: string;
-  sessionId: string;
-}
-
 test("a message sent to the run a parallel resume is ending reaches the successor's session once", async () => {
-  const spawned = await call<Launched>(
-    "spawn-agent",
-    { teamName: "alpha", prompt: "Build the parser", headless: true },
-    LEADER,
-  );
-  await ctx.store.updateAgent("alpha", spawned.agentId, (s) =>
-    s ? { ...s, status: "inactive", statusReason: "x" } : s,
-  );
+  const spawned = await spawnHeadless(call, LEADER);
+  await markLost(ctx, spawned.agentId);
   // send-message looked its recipient up before resume-agent ended the old record.
   const before = await ctx.store.listAgentViews("alpha");
   const resumed = await call<Launched>(
@@ -58,9 +42,8 @@ test("a message sent to the run a parallel resume is ending reaches the successo
   );
   ctx.store.listAgentViews = real;
   expect(sent.success).toBe(true);
-  const team = await ctx.store.readTeam("alpha");
-  if (team.kind !== "ok") throw new Error("no team");
-  for (let i = 0; i < 3; i++) await deliverPending(ctx, team.value, new Set());
+  const team = await teamConfig(ctx);
+  for (let i = 0; i < 3; i++) await deliverPending(ctx, team, new Set());
   const session = ctx.server.sessions.get(resumed.sessionId);
   expect(session?.prompts.filter((prompt) => prompt.text.includes("STEER-42"))).toHaveLength(1);
   const [stored] = (await ctx.store.readInbox("alpha", spawned.agentId)).items;

@@ -8,90 +8,25 @@
  * The fixture's own server only provides a hermetic project with the scripted model configured; this test process
  * plays the leader's process and spawns from there.
  */
-import { afterAll, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import path from "node:path";
-import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
-import { ServerManager } from "../../src/edges/server-manager.ts";
-import { TmuxCli } from "../../src/edges/tmux.ts";
-import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
-import { spawnAgent } from "../../src/operations/agents/spawn.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
-import { parseOptions } from "../../src/options.ts";
-import { buildContext } from "../../src/plugin.ts";
-import { ServerInfoSchema } from "../../src/state/schemas.ts";
-import {
-  type MockModel,
-  OPENCODE_BIN,
-  type OpencodeServer,
-  type SessionMessage,
-  startMockModel,
-  startOpencode,
-  tmux,
-  waitFor,
-} from "../e2e/harness/index.ts";
-import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
+import * as realServer from "../helpers/real-server.ts";
+import { readServerInfo } from "../helpers/server-info.ts";
 
-const socket = tmux.tmuxSocketName("oct-srvauth");
-const ours = new Set<number>();
-let mock: MockModel | undefined;
-let main: OpencodeServer | undefined;
-
-afterAll(async () => {
-  tmux.killServer(socket);
-  removeSocketFile(socket);
-  for (const pid of ours) await terminateProcess(pid, 2_000);
-  await main?.stop();
-  await mock?.stop();
-}, 30_000);
+const run = realServer.realServerRun("oct-srvauth");
 
 function mode(file: string): string {
   return (statSync(file).mode & 0o777).toString(8);
 }
 
 test("a started server: 401 to strangers and to a cross-origin POST, its password only where it must be", async () => {
-  mock = await startMockModel();
-  main = await startOpencode({
-    mockBaseUrl: mock.baseUrl,
-    gitInit: true,
-    pluginOptions: { tmuxSocket: socket, background: false },
-  });
-  const ctx = buildContext({
-    projectRoot: main.projectDir,
-    options: parseOptions({ tmuxSocket: socket, background: false, opencodeBin: OPENCODE_BIN }),
-    log: () => {},
-    localServer: new UnavailableOpencodeApi("not used"),
-  });
+  const main = await run.start();
   // The fixture's hermetic HOME/XDG dirs; no password anywhere in the environment.
   const env: NodeJS.ProcessEnv = { ...process.env, ...main.env };
   delete env.OPENCODE_SERVER_PASSWORD;
   delete env.OPENCODE_SERVER_USERNAME;
-  const servers = new ServerManager({
-    projectRoot: main.projectDir,
-    paths: ctx.store.paths,
-    startTimeoutMs: 60_000,
-    opencodeBin: OPENCODE_BIN,
-    env,
-  });
-  ctx.edges.ensureProjectServer = () => servers.ensureRunning();
-  ctx.edges.projectServer = async () => (await servers.current())?.api;
-  ctx.edges.tmux = new TmuxCli("tmux", main.env);
-
-  expect((await createTeam(ctx, { teamName: "sec" }, "ses_sec_leader")).success).toBe(true);
-  const script = [
-    "Scripted worker.",
-    '@@call heartbeat {"teamName":"sec","agentId":"{{sys:agentId}}"}',
-    "@@say working",
-  ].join("\n");
-  const spawned = await spawnAgent(ctx, { teamName: "sec", prompt: script }, "ses_sec_leader");
-  if (!spawned.success) throw new Error(spawned.error);
-  const server = await servers.current();
-  if (!server) throw new Error("no project server");
-  ours.add(server.info.pid);
-  const agent = JSON.parse(readFileSync(ctx.store.paths.agentState("sec", spawned.agentId), "utf8")) as {
-    attachPid: number;
-  };
-  ours.add(agent.attachPid);
+  const { ctx, spawned, server, attachPid } = await realServer.paneWorkerOnRealServer(run, main, env);
 
   // Strangers: a local process without credentials, and a web page's "simple" request (no preflight) through a
   // rebound DNS name.
@@ -106,14 +41,12 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
   expect(crossOrigin.status).toBe(401);
 
   // The recorded credentials get in, and nothing was created by the stranger.
-  const info = ServerInfoSchema.parse(
-    JSON.parse(readFileSync(ctx.store.paths.serverInfo(main.projectDir), "utf8")),
-  );
+  const info = readServerInfo(ctx.store.paths.serverInfo(main.projectDir));
   if (info.auth?.source !== "generated")
     throw new Error(`expected a generated password, got ${info.auth?.source}`);
   const password = info.auth.password;
   expect(password.length).toBeGreaterThanOrEqual(43);
-  const auth = { Authorization: `Basic ${Buffer.from(`opencode:${password}`).toString("base64")}` };
+  const auth = realServer.basicAuth({ username: "opencode", password });
   const sessions = (await (await fetch(`${url}/session${query}`, { headers: auth })).json()) as {
     title: string;
   }[];
@@ -127,30 +60,10 @@ test("a started server: 401 to strangers and to a cross-origin POST, its passwor
   expect(readFileSync(ctx.store.paths.serverLog(main.projectDir), "utf8")).not.toContain(password);
 
   // The worker ran through the protected server with the plugin loaded: its heartbeat succeeded.
-  const heartbeat = await waitFor(
-    async () => {
-      const res = await fetch(`${url}/session/${spawned.sessionId}/message${query}`, { headers: auth });
-      const messages = (await res.json()) as SessionMessage[];
-      return messages
-        .flatMap((m) => m.parts)
-        .flatMap((p) =>
-          p.type === "tool" && p.tool === "heartbeat" && p.state.status === "completed" ? [p] : [],
-        )
-        .map((p) => (p.state.status === "completed" ? p.state.output : ""))[0];
-    },
-    { timeoutMs: 30_000, message: "the worker's heartbeat through the protected server" },
-  );
+  const heartbeat = await realServer.heartbeatResult(url, spawned.sessionId, main.projectDir, auth, 30_000);
   expect(JSON.parse(heartbeat)).toMatchObject({ success: true });
 
   // The pane's attach has it in its environment, stays connected, and neither command line shows it.
-  const environ = readFileSync(`/proc/${agent.attachPid}/environ`, "utf8").split("\u0000");
-  expect(environ).toContain(`OPENCODE_SERVER_PASSWORD=${password}`);
-  await Bun.sleep(2_000);
-  expect(processRunning(agent.attachPid)).toBe(true);
-  for (const pid of [server.info.pid, agent.attachPid]) {
-    const argv = (await processCommandLine(pid)) ?? [];
-    expect(argv.length).toBeGreaterThan(0);
-    expect(argv.join(" ")).not.toContain(password);
-  }
+  await realServer.expectPasswordOnlyInEnvironment(server.info.pid, attachPid, password);
   expect(path.basename(server.info.logPath)).toBe("server.log");
 }, 150_000);

@@ -5,31 +5,19 @@
  * (tests/helpers/fake-serve.ts): the behaviour under test is ours, not OpenCode's.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import net from "node:net";
-import path from "node:path";
 import { processRunning, waitForExit } from "../../src/edges/process-info.ts";
 import { recountActiveSessions } from "../../src/operations/server/server-sessions.ts";
-import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
+import { ServerInfoSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
 import { makeTestContext } from "../helpers/context.ts";
 import { fakeServeKit } from "../helpers/fake-serve.ts";
+import { readServerInfo, writeServerInfo } from "../helpers/server-info.ts";
 
 const kit = fakeServeKit("oct-project-");
 afterEach(() => kit.stopAll());
 afterAll(() => kit.remove());
-
-function cli(args: string[]) {
-  const run = Bun.spawnSync(
-    [process.execPath, path.join(import.meta.dir, "..", "..", "src", "cli", "main.ts"), ...args],
-    { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "", HOME: kit.root } },
-  );
-  return { code: run.exitCode, out: run.stdout.toString(), err: run.stderr.toString() };
-}
-
-function readInfo(file: string): ServerInfo {
-  return ServerInfoSchema.parse(JSON.parse(readFileSync(file, "utf8")));
-}
 
 test("`server status --json` never prints the password", async () => {
   const { dir, paths } = kit.project("status-json");
@@ -37,7 +25,7 @@ test("`server status --json` never prints the password", async () => {
   const server = kit.track(await kit.manager(dir, paths).ensureRunning());
   const password = server.credentials?.password;
   expect(password).toBeDefined();
-  const status = cli(["server", "status", "--json", "--dir", dir]);
+  const status = kit.cli(["server", "status", "--json", "--dir", dir]);
   expect(JSON.parse(status.out)).toMatchObject({
     state: "running",
     info: { pid: server.info.pid, auth: { source: "generated", username: "opencode" } },
@@ -53,21 +41,15 @@ test("another project's server on the recorded pid and port is never used nor st
   mkdirSync(b.dir, { recursive: true });
   const theirs = kit.track(await kit.manager(b.dir, b.paths).ensureRunning());
   // After a reboot, A's record names the pid and port B's server now has.
-  await writeJson(a.paths.serverInfo(a.dir), ServerInfoSchema, {
-    version: 1,
-    projectPath: a.dir,
+  await writeServerInfo(a.dir, a.paths, {
     pid: theirs.info.pid,
     port: theirs.info.port,
-    hostname: "127.0.0.1",
-    startedAt: new Date().toISOString(),
-    activeSessions: 0,
-    logPath: a.paths.serverLog(a.dir),
     auth: { source: "generated", username: "opencode", password: "project-a-secret" },
   });
   const servers = kit.manager(a.dir, a.paths);
   expect(await servers.current()).toBeUndefined();
   expect((await servers.report()).state).not.toBe("running");
-  const stop = cli(["server", "stop", "--dir", a.dir]);
+  const stop = kit.cli(["server", "stop", "--dir", a.dir]);
   expect(stop.out).toContain("no server of this project is running");
   expect(processRunning(theirs.info.pid)).toBe(true);
   expect(await theirs.api.healthy()).toBe(true);
@@ -104,7 +86,7 @@ test("a recount that read the old record cannot bring back a server.json that st
     const servers = kit.manager(ctx.projectRoot, ctx.store.paths);
     const server = kit.track(await servers.ensureRunning());
     const file = ctx.store.paths.serverInfo(ctx.projectRoot);
-    await writeJson(file, ServerInfoSchema, { ...readInfo(file), activeSessions: 3 });
+    await writeJson(file, ServerInfoSchema, { ...readServerInfo(file), activeSessions: 3 });
     // The recount pauses after reading server.json under its lock, as a slow agent listing would.
     let reached!: () => void;
     const inside = new Promise<void>((resolve) => {

@@ -11,17 +11,13 @@ import type { PluginInput } from "@opencode-ai/plugin";
 import { createOpencodeClient } from "@opencode-ai/sdk";
 import { processRunning, terminateProcess } from "../../src/edges/process-info.ts";
 import { preferredPort, ServerStartError } from "../../src/edges/server-manager.ts";
-import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import OpencodeTeamsPlugin from "../../src/index.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import { getAgentStatus } from "../../src/operations/views/status.ts";
-import { parseOptions } from "../../src/options.ts";
-import { buildContext } from "../../src/plugin.ts";
-import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext } from "../helpers/context.ts";
+import { builtContext, makeTestContext } from "../helpers/context.ts";
 import { fakeServeKit } from "../helpers/fake-serve.ts";
+import { readServerInfo, writeServerInfo } from "../helpers/server-info.ts";
 
 const kit = fakeServeKit("oct-trust-");
 const others: number[] = [];
@@ -53,20 +49,6 @@ function bystander(): number {
   return child.pid;
 }
 
-function record(dir: string, info: Partial<ServerInfo>): ServerInfo {
-  return {
-    version: 1,
-    projectPath: dir,
-    pid: 1,
-    port: 1,
-    hostname: "127.0.0.1",
-    startedAt: new Date().toISOString(),
-    activeSessions: 0,
-    logPath: path.join(dir, "server.log"),
-    ...info,
-  };
-}
-
 async function waitForListener(port: number): Promise<void> {
   for (let i = 0; i < 100; i++) {
     if (
@@ -93,21 +75,13 @@ async function waitForNoListener(port: number): Promise<void> {
   throw new Error(`${port} still listens`);
 }
 
-function readInfo(file: string): ServerInfo {
-  return ServerInfoSchema.parse(JSON.parse(readFileSync(file, "utf8")));
-}
-
 describe("a server.json we did not write", () => {
   test("an impostor on the recorded port is not reused and never receives the password", async () => {
     const { dir, paths } = kit.project("impostor");
     const fake = impostor("127.0.0.1");
     try {
       // The recorded pid lives but is not a server (pid reuse); the user's own password is exported.
-      await writeJson(
-        paths.serverInfo(dir),
-        ServerInfoSchema,
-        record(dir, { pid: bystander(), port: fake.port }),
-      );
+      await writeServerInfo(dir, paths, { pid: bystander(), port: fake.port });
       const server = kit.track(
         await kit.manager(dir, paths, { OPENCODE_SERVER_PASSWORD: "user-secret" }).ensureRunning(),
       );
@@ -121,8 +95,7 @@ describe("a server.json we did not write", () => {
       try {
         const dead = bystander();
         await terminateProcess(dead, 1_000);
-        const recorded = record(other.dir, { pid: dead, port: squatter.port });
-        await writeJson(other.paths.serverInfo(other.dir), ServerInfoSchema, recorded);
+        await writeServerInfo(other.dir, other.paths, { pid: dead, port: squatter.port });
         const fresh = kit.track(await kit.manager(other.dir, other.paths).ensureRunning());
         expect(squatter.seen).toEqual([]);
         expect(fresh.info.port).not.toBe(squatter.port);
@@ -141,7 +114,7 @@ describe("a server.json we did not write", () => {
     // Same port, another loopback address: what a doctored file would send us to.
     const fake = impostor("127.0.0.2", ours.info.port);
     try {
-      await writeJson(paths.serverInfo(dir), ServerInfoSchema, { ...ours.info, hostname: "127.0.0.2" });
+      await writeServerInfo(dir, paths, { ...ours.info, hostname: "127.0.0.2" });
       const again = await kit
         .manager(dir, paths, { OPENCODE_SERVER_PASSWORD: "user-secret" })
         .ensureRunning();
@@ -207,7 +180,10 @@ describe("a lost or damaged server.json", () => {
       expect(password).toBeDefined();
       expect(again.credentials?.password).toBe(password);
       expect(await again.api.healthy()).toBe(true);
-      expect(readInfo(paths.serverInfo(dir))).toMatchObject({ pid: first.info.pid, auth: { password } });
+      expect(readServerInfo(paths.serverInfo(dir))).toMatchObject({
+        pid: first.info.pid,
+        auth: { password },
+      });
       // What happened to the record is in the server log, not only in a file moved aside.
       const log = readFileSync(paths.serverLog(dir), "utf8");
       if (damage === "damaged") expect(log).toContain("looking for our server by its ports");
@@ -269,7 +245,7 @@ describe("a slow server is not killed", () => {
       expect(processRunning(server.info.pid)).toBe(true);
       expect(error).toBeInstanceOf(ServerStartError);
       expect((error as Error).message).toContain("is left running");
-      expect(readInfo(paths.serverInfo(dir)).pid).toBe(server.info.pid);
+      expect(readServerInfo(paths.serverInfo(dir)).pid).toBe(server.info.pid);
 
       // get-agent-status says so.
       const ctx = await makeTestContext();
@@ -299,22 +275,14 @@ describe("a slow server is not killed", () => {
 });
 
 describe("nothing orphans a server", () => {
-  function cli(args: string[]) {
-    const run = Bun.spawnSync(
-      [process.execPath, path.join(import.meta.dir, "..", "..", "src", "cli", "main.ts"), ...args],
-      { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "", HOME: kit.root } },
-    );
-    return { code: run.exitCode, out: run.stdout.toString(), err: run.stderr.toString() };
-  }
-
   test("`opencode-teams server status|stop` reports and stops our server by its verified pid", async () => {
     const { dir, paths } = kit.project("cli-stop");
     mkdirSync(dir, { recursive: true });
     const server = kit.track(await kit.manager(dir, paths).ensureRunning());
-    const status = cli(["server", "status", "--json", "--dir", dir]);
+    const status = kit.cli(["server", "status", "--json", "--dir", dir]);
     expect(status.err).toBe("");
     expect(JSON.parse(status.out)).toMatchObject({ state: "running", info: { pid: server.info.pid } });
-    const stop = cli(["server", "stop", "--dir", dir]);
+    const stop = kit.cli(["server", "stop", "--dir", dir]);
     expect(stop.code).toBe(0);
     expect(stop.out).toContain(`stopped http://127.0.0.1:${server.info.port} (pid ${server.info.pid})`);
     expect(processRunning(server.info.pid)).toBe(false);
@@ -325,8 +293,8 @@ describe("nothing orphans a server", () => {
     const { dir, paths } = kit.project("cli-stop-other");
     mkdirSync(dir, { recursive: true });
     const pid = bystander();
-    await writeJson(paths.serverInfo(dir), ServerInfoSchema, record(dir, { pid, port: preferredPort(dir) }));
-    const stop = cli(["server", "stop", "--dir", dir]);
+    await writeServerInfo(dir, paths, { pid, port: preferredPort(dir) });
+    const stop = kit.cli(["server", "stop", "--dir", dir]);
     expect(stop.out).toContain("no server of this project is running");
     expect(processRunning(pid)).toBe(true);
   });
@@ -343,12 +311,7 @@ describe("nothing orphans a server", () => {
     const server = kit.track(await kit.manager(dir, paths).ensureRunning());
 
     // A live agent keeps it.
-    const ctx = buildContext({
-      projectRoot: dir,
-      options: parseOptions({ background: false }),
-      log: () => {},
-      localServer: new UnavailableOpencodeApi("not used"),
-    });
+    const ctx = builtContext(dir, { background: false });
     await createTeam(ctx, { teamName: "d" }, "ses_lead");
     const worker = await addAgent(ctx, "d", { name: "w1", status: "active" });
     const hooks = await OpencodeTeamsPlugin(input, { background: false, opencodeBin: kit.fakeBin });

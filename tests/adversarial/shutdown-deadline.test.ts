@@ -11,6 +11,7 @@ import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
 import type { AgentState, InboxMessage } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { taskInProgress } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const S = 1_000;
@@ -49,16 +50,7 @@ async function abandonedKill(
 ): Promise<{ agent: AgentState; taskId: string }> {
   const agent = await addAgent(ctx, "alpha", { name: "w" });
   ctx.server.addSession({ id: agent.sessionId, activity: "busy" });
-  const created = await call<{ task: { id: string } }>(
-    "create-task",
-    { teamName: "alpha", title: "t" },
-    LEADER,
-  );
-  await call(
-    "update-task",
-    { teamName: "alpha", taskId: created.task.id, status: "in_progress" },
-    agent.sessionId,
-  );
+  const taskId = await taskInProgress(call, LEADER, "t", { sessionId: agent.sessionId });
   const now = ctx.clock.now();
   await ctx.store.updateAgent("alpha", agent.agentId, (current) =>
     current
@@ -72,7 +64,7 @@ async function abandonedKill(
         }
       : undefined,
   );
-  return { agent, taskId: created.task.id };
+  return { agent, taskId };
 }
 
 test("a graceful kill records its deadline in the agent's state", async () => {

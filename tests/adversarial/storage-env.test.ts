@@ -9,24 +9,14 @@ import { spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { processEnvironment } from "../../src/edges/server-identity.ts";
-import { outsideServerEnv, ServerManager } from "../../src/edges/server-manager.ts";
-import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
+import { outsideServerEnv } from "../../src/edges/server-manager.ts";
 import { spawnAgent } from "../../src/operations/agents/spawn.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { parseOptions } from "../../src/options.ts";
-import { buildContext } from "../../src/plugin.ts";
 import { resolveProjectRoot } from "../../src/project-root.ts";
 import { resolveStorageRoot } from "../../src/state/paths.ts";
-import {
-  type MockModel,
-  OPENCODE_BIN,
-  type OpencodeServer,
-  type SessionMessage,
-  startMockModel,
-  startOpencode,
-  waitFor,
-} from "../e2e/harness/index.ts";
+import { type MockModel, type OpencodeServer, startMockModel, startOpencode } from "../e2e/harness/index.ts";
 import { fakeServeKit } from "../helpers/fake-serve.ts";
+import { basicAuth, heartbeatResult, heartbeatScript, leaderOnRealServer } from "../helpers/real-server.ts";
 
 const kit = fakeServeKit("oct-envstore-");
 afterEach(() => kit.stopAll());
@@ -103,31 +93,14 @@ describe("real server", () => {
     expect(spawnSync("git", ["init", "-q", nested]).status).toBe(0);
     copyFileSync(path.join(main.projectDir, "opencode.json"), path.join(nested, "opencode.json"));
 
-    const ctx = buildContext({
-      projectRoot: main.projectDir,
-      options: parseOptions({ background: false, opencodeBin: OPENCODE_BIN, allowCwdOutsideProject: true }),
-      log: () => {},
-      localServer: new UnavailableOpencodeApi("not used"),
-    });
-    const servers = new ServerManager({
-      projectRoot: main.projectDir,
-      paths: ctx.store.paths,
-      startTimeoutMs: 60_000,
-      opencodeBin: OPENCODE_BIN,
-      env: { ...process.env, ...main.env },
-    });
+    const env = { ...process.env, ...main.env };
+    const { ctx, servers } = leaderOnRealServer(main, { allowCwdOutsideProject: true }, env);
     ctx.edges.ensureProjectServer = async () => kit.track(await servers.ensureRunning());
-    ctx.edges.projectServer = async () => (await servers.current())?.api;
 
     expect((await createTeam(ctx, { teamName: "nest" }, "ses_nest_leader")).success).toBe(true);
-    const script = [
-      "Scripted worker.",
-      '@@call heartbeat {"teamName":"nest","agentId":"{{sys:agentId}}"}',
-      "@@say working",
-    ].join("\n");
     const spawned = await spawnAgent(
       ctx,
-      { teamName: "nest", prompt: script, cwd: nested, headless: true },
+      { teamName: "nest", prompt: heartbeatScript("nest"), cwd: nested, headless: true },
       "ses_nest_leader",
     );
     if (!spawned.success) throw new Error(spawned.error);
@@ -137,32 +110,12 @@ describe("real server", () => {
     projectServerPid = server.info.pid;
 
     // The heartbeat call once it has finished, whichever way: its result says where it looked.
-    const finished = await waitFor(
-      async () =>
-        (await readMessages())
-          .flatMap((m) => m.parts)
-          .flatMap((p) =>
-            p.type === "tool" && p.tool === "heartbeat" && p.state.status === "completed"
-              ? [p.state.output]
-              : p.type === "tool" && p.tool === "heartbeat" && p.state.status === "error"
-                ? [`error: ${p.state.error}`]
-                : [],
-          )[0],
-      { timeoutMs: 45_000, message: "the nested agent's heartbeat call" },
-    );
+    const auth = basicAuth(server.credentials);
+    const finished = await heartbeatResult(server.url, sessionId, nested, auth, 45_000);
     expect(finished).toStartWith("{");
     expect(JSON.parse(finished)).toMatchObject({ success: true });
     // It landed in the leader's storage, and nothing was made in the nested repository.
     expect((await ctx.store.readHeartbeat("nest", agentId)).record?.source).toBe("tool");
     expect(existsSync(path.join(nested, ".opencode", "opencode-teams"))).toBe(false);
-
-    async function readMessages(): Promise<SessionMessage[]> {
-      const url = `${server?.url}/session/${sessionId}/message?directory=${encodeURIComponent(nested)}`;
-      const auth = server?.credentials;
-      const headers: Record<string, string> = auth
-        ? { Authorization: `Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString("base64")}` }
-        : {};
-      return (await (await fetch(url, { headers })).json()) as SessionMessage[];
-    }
   }, 150_000);
 });

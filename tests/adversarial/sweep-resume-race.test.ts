@@ -6,31 +6,25 @@
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { spawnHeadless } from "../helpers/agents.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 
 type Result = { success: boolean; error?: string; agentId?: string; sessionId?: string; status?: string };
 
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0, busyCapMs: 1_000 });
-  call = toolCaller(ctx);
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
-});
+beforeEach(
+  async () =>
+    ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0, busyCapMs: 1_000 })),
+);
 afterEach(() => ctx.cleanup());
 
 test("an agent the sweep ends and the leader resumes at once: the successor's first prompt is not aborted", async () => {
-  const spawned = await call<Result>(
-    "spawn-agent",
-    { teamName: "alpha", prompt: "Build the parser", headless: true },
-    LEADER,
-  );
-  if (!spawned.success || !spawned.agentId || !spawned.sessionId) throw new Error(spawned.error);
+  const spawned = await spawnHeadless(call, LEADER);
   const sessionId = spawned.sessionId;
   const session = ctx.server.sessions.get(sessionId);
   if (!session) throw new Error("no session");

@@ -17,11 +17,11 @@ import { type LivenessHandle, startLiveness } from "../../src/operations/livenes
 import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
-import { type AgentState, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
+import type { AgentState } from "../../src/state/schemas.ts";
 import type { AgentView } from "../../src/state/team-store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { type OpencodeServer, type ToolResultInfo, useOpencode, waitFor } from "./harness/index.ts";
+import { recordServerInfo } from "../helpers/server-info.ts";
+import { type ToolResultInfo, useOpencode, waitFor } from "./harness/index.ts";
 
 const TIMING = {
   staleThresholdMs: 3_000,
@@ -39,19 +39,6 @@ afterAll(async () => {
 });
 
 const logs: { level: LogLevel; message: string; extra?: Record<string, unknown> }[] = [];
-
-async function recordServer(ctx: TeamsContext, server: OpencodeServer): Promise<void> {
-  await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-    version: 1,
-    projectPath: ctx.projectRoot,
-    pid: server.pid,
-    port: server.port,
-    hostname: "127.0.0.1",
-    startedAt: new Date().toISOString(),
-    activeSessions: 0,
-    logPath: server.logPath,
-  });
-}
 
 function registerWorker(ctx: TeamsContext, teamName: string, name: string, sessionId: string) {
   return addAgent(ctx, teamName, { name, sessionId, heartbeatSource: "spawn", prompt: "work" });
@@ -80,7 +67,7 @@ test("real server: events keep an agent healthy, a SIGKILLed server makes it ina
     localServer: new UnavailableOpencodeApi("no local server in this test"),
   });
   await ctx.store.init();
-  await recordServer(ctx, server);
+  await recordServerInfo(ctx, server.port, { pid: server.pid, logPath: server.logPath });
 
   const leaderSession = await server.createSession("leader");
   const team = await createTeam(ctx, { teamName: "live" }, leaderSession);
@@ -211,7 +198,7 @@ test("real server: events keep an agent healthy, a SIGKILLed server makes it ina
   const connectsBefore = monitor.stats.connects;
   const resyncsBefore = monitor.stats.resyncs;
   await server.restart();
-  await recordServer(ctx, server);
+  await recordServerInfo(ctx, server.port, { pid: server.pid, logPath: server.logPath });
   await waitFor(() => monitor.stats.connects > connectsBefore && monitor.stats.resyncs > resyncsBefore, {
     timeoutMs: 15_000,
     message: "the monitor to reconnect after the restart",

@@ -8,18 +8,16 @@
  */
 import { expect, test } from "bun:test";
 import { ServerManager } from "../../src/edges/server-manager.ts";
-import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import { resumeAgent } from "../../src/operations/agents/resume.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
 import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
 import { HUMAN, sendAs } from "../../src/operations/messages/messages.ts";
 import { deliverPending } from "../../src/operations/messages/notify.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { parseOptions } from "../../src/options.ts";
-import { buildContext } from "../../src/plugin.ts";
-import { type AgentState, ServerInfoSchema, type TeamConfig } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
+import type { AgentState, TeamConfig } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
+import { builtContext } from "../helpers/context.ts";
+import { recordServerInfo } from "../helpers/server-info.ts";
 import { type OpencodeServer, useOpencode, waitFor } from "./harness/index.ts";
 import { callTool } from "./harness/session-tools.ts";
 
@@ -29,12 +27,11 @@ const fx = useOpencode({
 });
 
 function context(server: OpencodeServer): TeamsContext {
-  const ctx = buildContext({
-    projectRoot: server.projectDir,
-    options: parseOptions({ background: false }),
-    log: () => {},
-    localServer: new UnavailableOpencodeApi("the leader's session is on the project server in this test"),
-  });
+  const ctx = builtContext(
+    server.projectDir,
+    { background: false },
+    "the leader's session is on the project server in this test",
+  );
   // The harness started this server without a password, which the plugin would replace by one with a password on
   // its next start: resume-agent here reuses the recorded server as it is, as it reuses a protected one.
   const servers = new ServerManager({
@@ -50,16 +47,17 @@ function context(server: OpencodeServer): TeamsContext {
   return ctx;
 }
 
-async function recordServer(ctx: TeamsContext, server: OpencodeServer): Promise<void> {
-  await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-    version: 1,
-    projectPath: ctx.projectRoot,
-    pid: server.pid,
-    port: server.port,
-    hostname: "127.0.0.1",
-    startedAt: new Date().toISOString(),
-    activeSessions: 0,
-    logPath: server.logPath,
+/** A message from the human (`opencode-teams send`) to `to`, stored in its inbox and not delivered yet. */
+function storeFromHuman(ctx: TeamsContext, to: string, text: string) {
+  return ctx.store.appendInbox({
+    teamName: "talk",
+    to,
+    from: HUMAN.agentId,
+    fromName: "human",
+    fromRole: "human",
+    type: "message",
+    text,
+    createdAt: new Date().toISOString(),
   });
 }
 
@@ -96,7 +94,7 @@ test("real server: steer, ask, busy, broadcast, stored and resumed, retries and 
   const server = fx.server;
   ctx = context(server);
   await ctx.store.init();
-  await recordServer(ctx, server);
+  await recordServerInfo(ctx, server.port, { pid: server.pid, logPath: server.logPath });
   leaderSession = await server.createSession("leader");
   const created = await createTeam(ctx, { teamName: "talk" }, leaderSession);
   if (!created.success) throw new Error(created.error);
@@ -193,16 +191,7 @@ test("real server: steer, ask, busy, broadcast, stored and resumed, retries and 
   expect(await userMessagesWith(server, w3.sessionId, "STORED-1")).toBe(1);
 
   // --- 6. a crash between sending and marking, then two processes retrying at once: shown once.
-  const crashed = await ctx.store.appendInbox({
-    teamName: "talk",
-    to: w1.agentId,
-    from: HUMAN.agentId,
-    fromName: "human",
-    fromRole: "human",
-    type: "message",
-    text: "CRASH-1 once only",
-    createdAt: new Date().toISOString(),
-  });
+  const crashed = await storeFromHuman(ctx, w1.agentId, "CRASH-1 once only");
   const dying = context(server);
   dying.store.markInboxDelivered = async () => {
     throw new Error("process died");
@@ -214,16 +203,7 @@ test("real server: steer, ask, busy, broadcast, stored and resumed, retries and 
   expect(await userMessagesWith(server, w1.sessionId, "CRASH-1")).toBe(1);
 
   // --- 7. two processes delivering one fresh message at the same instant: shown once.
-  const twice = await ctx.store.appendInbox({
-    teamName: "talk",
-    to: w2.agentId,
-    from: HUMAN.agentId,
-    fromName: "human",
-    fromRole: "human",
-    type: "message",
-    text: "TWICE-1 once only",
-    createdAt: new Date().toISOString(),
-  });
+  const twice = await storeFromHuman(ctx, w2.agentId, "TWICE-1 once only");
   const outcomes = await Promise.all([
     deliverInboxMessage(a, team, twice),
     deliverInboxMessage(b, team, twice),

@@ -8,126 +8,39 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
-import { ServerManager } from "../../src/edges/server-manager.ts";
-import { TmuxCli } from "../../src/edges/tmux.ts";
-import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
-import { spawnAgent } from "../../src/operations/agents/spawn.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
-import { parseOptions } from "../../src/options.ts";
-import { buildContext } from "../../src/plugin.ts";
-import {
-  type MockModel,
-  OPENCODE_BIN,
-  type OpencodeServer,
-  type SessionMessage,
-  startMockModel,
-  startOpencode,
-  tmux,
-  waitFor,
-} from "./harness/index.ts";
-import { removeSocketFile } from "./tmux-socket-file.ts";
+import * as realServer from "../helpers/real-server.ts";
+import { tmux } from "./harness/index.ts";
 
-const socket = tmux.tmuxSocketName("oct-password");
+const run = realServer.realServerRun("oct-password");
 const password = `pw-${randomBytes(8).toString("hex")}`;
 const previousPassword = process.env.OPENCODE_SERVER_PASSWORD;
-const ours = new Set<number>();
-let mock: MockModel | undefined;
-let main: OpencodeServer | undefined;
 
-afterAll(async () => {
-  tmux.killServer(socket);
-  removeSocketFile(socket);
-  for (const pid of ours) await terminateProcess(pid, 2_000);
-  await main?.stop();
-  await mock?.stop();
+afterAll(() => {
   if (previousPassword === undefined) delete process.env.OPENCODE_SERVER_PASSWORD;
   else process.env.OPENCODE_SERVER_PASSWORD = previousPassword;
-}, 30_000);
+});
 
 test("a password-protected project server: spawn gets in, strangers do not, no password in argv", async () => {
-  mock = await startMockModel();
-  main = await startOpencode({
-    mockBaseUrl: mock.baseUrl,
-    gitInit: true,
-    pluginOptions: { tmuxSocket: socket, background: false },
-  });
+  const main = await run.start();
   // Where the plugin reads it from: its process's environment.
   process.env.OPENCODE_SERVER_PASSWORD = password;
-  const ctx = buildContext({
-    projectRoot: main.projectDir,
-    options: parseOptions({ tmuxSocket: socket, background: false, opencodeBin: OPENCODE_BIN }),
-    log: () => {},
-    localServer: new UnavailableOpencodeApi("not used"),
-  });
   // The fixture's hermetic HOME/XDG dirs for the project server, plus the password.
-  const servers = new ServerManager({
-    projectRoot: main.projectDir,
-    paths: ctx.store.paths,
-    startTimeoutMs: 60_000,
-    opencodeBin: OPENCODE_BIN,
-    env: { ...process.env, ...main.env, OPENCODE_SERVER_PASSWORD: password },
-  });
-  ctx.edges.ensureProjectServer = () => servers.ensureRunning();
-  ctx.edges.projectServer = async () => (await servers.current())?.api;
-  ctx.edges.tmux = new TmuxCli("tmux", main.env);
-
-  const team = await createTeam(ctx, { teamName: "sec" }, "ses_sec_leader");
-  expect(team.success).toBe(true);
-  const script = [
-    "Scripted worker.",
-    '@@call heartbeat {"teamName":"sec","agentId":"{{sys:agentId}}"}',
-    "@@say working",
-  ].join("\n");
-  const spawned = await spawnAgent(ctx, { teamName: "sec", prompt: script }, "ses_sec_leader");
-  if (!spawned.success) throw new Error(spawned.error);
+  const env = { ...process.env, ...main.env, OPENCODE_SERVER_PASSWORD: password };
+  const { spawned, server, attachPid } = await realServer.paneWorkerOnRealServer(run, main, env);
   expect(spawned).toMatchObject({ status: "active", promptDelivery: "sdk" });
-
-  const server = await servers.current();
-  if (!server) throw new Error("no project server");
-  ours.add(server.info.pid);
-  const agent = JSON.parse(readFileSync(ctx.store.paths.agentState("sec", spawned.agentId), "utf8")) as {
-    attachPid: number;
-  };
-  ours.add(agent.attachPid);
 
   // The server refuses a request without credentials and answers one with them.
   const url = `http://127.0.0.1:${server.info.port}`;
   const query = `?directory=${encodeURIComponent(main.projectDir)}`;
-  const auth = { Authorization: `Basic ${Buffer.from(`opencode:${password}`).toString("base64")}` };
+  const auth = realServer.basicAuth({ username: "opencode", password });
   expect((await fetch(`${url}/session${query}`)).status).toBe(401);
   expect((await fetch(`${url}/session${query}`, { headers: auth })).status).toBe(200);
 
   // The worker ran through the protected server with the plugin loaded: its heartbeat succeeded.
-  const heartbeat = await waitFor(
-    async () => {
-      const res = await fetch(`${url}/session/${spawned.sessionId}/message${query}`, { headers: auth });
-      const messages = (await res.json()) as SessionMessage[];
-      const outputs = messages.flatMap((m) =>
-        m.parts.flatMap((p) =>
-          p.type === "tool" && p.tool === "heartbeat" && p.state.status === "completed"
-            ? [p.state.output]
-            : [],
-        ),
-      );
-      return outputs[0];
-    },
-    { timeoutMs: 30_000, message: "the worker's heartbeat through the protected server" },
-  );
+  const heartbeat = await realServer.heartbeatResult(url, spawned.sessionId, main.projectDir, auth, 30_000);
   expect(JSON.parse(heartbeat)).toMatchObject({ success: true });
 
-  // The pane's attach got the password through its environment and stays connected.
-  const environ = readFileSync(`/proc/${agent.attachPid}/environ`, "utf8").split("\u0000");
-  expect(environ).toContain(`OPENCODE_SERVER_PASSWORD=${password}`);
-  await Bun.sleep(2_000);
-  expect(processRunning(agent.attachPid)).toBe(true);
-  expect(tmux.listPanes(socket).find((p) => p.paneId === spawned.paneId)?.paneDead).toBe(false);
-
-  // Never on a command line, where `ps` shows it to every user of the machine.
-  for (const pid of [server.info.pid, agent.attachPid]) {
-    const argv = (await processCommandLine(pid)) ?? [];
-    expect(argv.length).toBeGreaterThan(0);
-    expect(argv.join(" ")).not.toContain(password);
-  }
+  // The pane's attach got the password through its environment and stays connected; never on a command line.
+  await realServer.expectPasswordOnlyInEnvironment(server.info.pid, attachPid, password);
+  expect(tmux.listPanes(run.socket).find((p) => p.paneId === spawned.paneId)?.paneDead).toBe(false);
 }, 120_000);

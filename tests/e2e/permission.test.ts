@@ -10,14 +10,12 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import { SdkOpencodeApi } from "../../src/edges/opencode-client.ts";
-import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import { type LivenessHandle, startLiveness } from "../../src/operations/liveness/background.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { parseOptions } from "../../src/options.ts";
-import { buildContext } from "../../src/plugin.ts";
-import { type AgentState, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
+import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
+import { builtContext } from "../helpers/context.ts";
+import { recordServerInfo } from "../helpers/server-info.ts";
 import { type OpencodeServer, useOpencode, waitFor } from "./harness/index.ts";
 import { callTool } from "./harness/session-tools.ts";
 
@@ -57,6 +55,8 @@ async function watchEvents(server: OpencodeServer): Promise<void> {
   }
 }
 
+const LEADER_ON_PROJECT_SERVER = "the leader's OpenCode is played by the project server here";
+
 async function leaderNotices(server: OpencodeServer, leaderSession: string): Promise<string[]> {
   const messages = await server.messages(leaderSession);
   return messages
@@ -67,23 +67,9 @@ async function leaderNotices(server: OpencodeServer, leaderSession: string): Pro
 
 test("real server: a bash call that asks shows waitingFor, tells the leader once, is spared by the sweep, and answer-permission once / reject ends the wait", async () => {
   const server = fx.server;
-  const ctx = buildContext({
-    projectRoot: server.projectDir,
-    options: parseOptions(TIMING),
-    log: () => {},
-    localServer: new UnavailableOpencodeApi("the leader's OpenCode is played by the project server here"),
-  });
+  const ctx = builtContext(server.projectDir, TIMING, LEADER_ON_PROJECT_SERVER);
   await ctx.store.init();
-  await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-    version: 1,
-    projectPath: ctx.projectRoot,
-    pid: server.pid,
-    port: server.port,
-    hostname: "127.0.0.1",
-    startedAt: new Date().toISOString(),
-    activeSessions: 0,
-    logPath: server.logPath,
-  });
+  await recordServerInfo(ctx, server.port, { pid: server.pid, logPath: server.logPath });
   const leaderSession = await server.createSession("leader");
   expect((await createTeam(ctx, { teamName: "ask" }, leaderSession)).success).toBe(true);
   const workerSession = await server.createSession("worker-1");
@@ -172,12 +158,7 @@ test("real server: a bash call that asks shows waitingFor, tells the leader once
 test("real server: a question the agent asks is a waitingFor of kind question, answered with answer-permission's message", async () => {
   const server = fx.server;
   if (!liveness) throw new Error("runs after the permission test, on its team");
-  const ctx = buildContext({
-    projectRoot: server.projectDir,
-    options: parseOptions(TIMING),
-    log: () => {},
-    localServer: new UnavailableOpencodeApi("the leader's OpenCode is played by the project server here"),
-  });
+  const ctx = builtContext(server.projectDir, TIMING, LEADER_ON_PROJECT_SERVER);
   const team = await ctx.store.readTeam("ask");
   if (team.kind !== "ok") throw new Error("team ask unreadable");
   const leaderSession = team.value.leaderSessionId;

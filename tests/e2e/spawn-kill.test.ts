@@ -28,9 +28,9 @@ import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
 import { StoragePaths } from "../../src/state/paths.ts";
-import { type AgentState, type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
+import type { AgentState, ServerInfo } from "../../src/state/schemas.ts";
 import { TeamStore } from "../../src/state/team-store.ts";
+import { readServerInfo, writeServerInfo } from "../helpers/server-info.ts";
 import {
   freePort,
   type MockModel,
@@ -85,21 +85,16 @@ function toolMs(result: ToolResultInfo | undefined): number {
   return state?.time?.end && state.time.start ? state.time.end - state.time.start : Number.NaN;
 }
 
-function infoFile(projectDir: string): string {
-  return new StoragePaths(path.join(projectDir, TEAMS_DIR)).serverInfo(projectDir);
-}
+const storageOf = (projectDir: string) => new StoragePaths(path.join(projectDir, TEAMS_DIR));
 
 function readInfo(projectDir: string): ServerInfo | undefined {
-  const file = infoFile(projectDir);
-  return existsSync(file) ? ServerInfoSchema.parse(JSON.parse(readFileSync(file, "utf8"))) : undefined;
+  const file = storageOf(projectDir).serverInfo(projectDir);
+  return existsSync(file) ? readServerInfo(file) : undefined;
 }
 
 /** The agent's state as the plugin's store reads it. */
 async function agentFile(projectDir: string, team: string, agentId: string): Promise<AgentState> {
-  const read = await new TeamStore(new StoragePaths(path.join(projectDir, TEAMS_DIR))).readAgent(
-    team,
-    agentId,
-  );
+  const read = await new TeamStore(storageOf(projectDir)).readAgent(team, agentId);
   if (read.kind !== "ok") throw new Error(`agent ${agentId}: ${read.kind}`);
   return read.value;
 }
@@ -168,17 +163,7 @@ async function registerProjectServer(projectDir: string, pid: number, port: numb
     username: "opencode",
     password: "proxy-pw",
   };
-  await writeJson(infoFile(projectDir), ServerInfoSchema, {
-    version: 1,
-    projectPath: projectDir,
-    pid,
-    port,
-    hostname: "127.0.0.1",
-    startedAt: new Date().toISOString(),
-    activeSessions: 0,
-    logPath: path.join(path.dirname(infoFile(projectDir)), "server.log"),
-    auth,
-  });
+  await writeServerInfo(projectDir, storageOf(projectDir), { pid, port, auth });
 }
 
 /** Kill a detached process if the test process dies first (the harness does the same for its servers). */

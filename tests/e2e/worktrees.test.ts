@@ -177,6 +177,7 @@ test("two agents in worktrees: isolated, heartbeat and complete reach the leader
   expect(resumed.success).toBe(true);
   expect(resumed.worktree).toEqual(c.worktree);
   await until(resumed.agentId, (s) => s.status === "terminated", "resumed c to complete");
+  expect((await agentState(resumed.agentId)).outcome).toBe("completed");
   expect(git(c.worktree.path, "log", "-1", "--format=%s")).toBe("c: finish");
   expect(git(c.worktree.path, "status", "--porcelain")).toBe("");
 }, 110_000);

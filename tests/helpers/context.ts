@@ -7,12 +7,12 @@ import { GitCli } from "../../src/edges/git.ts";
 import { hostProcesses } from "../../src/edges/process-info.ts";
 import type { ServerCredentials } from "../../src/edges/server-auth.ts";
 import { ServerStartError } from "../../src/edges/server-manager.ts";
+import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import type { LogLevel, TeamsContext, TeamsEdges } from "../../src/operations/context.ts";
 import { sparesSettled } from "../../src/operations/worktrees/spare.ts";
 import { parseOptions, type TeamsOptions } from "../../src/options.ts";
+import { buildContext } from "../../src/plugin.ts";
 import { resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
-import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
 import { TeamStore } from "../../src/state/team-store.ts";
 import { FakeOpencode, FakeTmux } from "./fakes.ts";
 
@@ -117,22 +117,19 @@ export function parseOutput<T = Record<string, unknown>>(result: unknown): T {
   return JSON.parse((result as { output: string }).output) as T;
 }
 
-/** Record a project server in ServerInfo, as the server manager would (this process's pid: it is alive). */
-/** Write the project's ServerInfo as a started server would, with `info` over plain defaults. */
-export async function recordServerInfo(
-  ctx: TeamsContext,
-  port: number,
-  info: Partial<Omit<ServerInfo, "port">> = {},
-): Promise<void> {
-  await writeJson(ctx.store.paths.serverInfo(ctx.projectRoot), ServerInfoSchema, {
-    version: 1,
-    projectPath: ctx.projectRoot,
-    pid: process.pid,
-    port,
-    hostname: "127.0.0.1",
-    startedAt: new Date(ctx.clock.now()).toISOString(),
-    activeSessions: 0,
-    logPath: ctx.store.paths.serverLog(ctx.projectRoot),
-    ...info,
+/**
+ * The context the plugin builds (buildContext) for `projectRoot` with `options`, logging nothing; it has no local
+ * server of its own: a call to one fails with `noLocalServer`.
+ */
+export function builtContext(
+  projectRoot: string,
+  options: Partial<TeamsOptions>,
+  noLocalServer = "not used",
+): TeamsContext {
+  return buildContext({
+    projectRoot,
+    options: parseOptions(options),
+    log: () => {},
+    localServer: new UnavailableOpencodeApi(noLocalServer),
   });
 }

@@ -10,6 +10,7 @@ import { ServerManager, type ServerManagerConfig } from "../../src/edges/server-
 import { StoragePaths } from "../../src/state/paths.ts";
 
 const FIXTURE = path.join(import.meta.dir, "..", "unit", "fixtures", "fake-opencode-serve.ts");
+const CLI = path.join(import.meta.dir, "..", "..", "src", "cli", "main.ts");
 
 export interface FakeServeKit {
   root: string;
@@ -22,6 +23,8 @@ export interface FakeServeKit {
     env?: Record<string, string>,
     extra?: Partial<ServerManagerConfig>,
   ): ServerManager;
+  /** Runs the `opencode-teams` CLI from the checkout, with only PATH and this kit's root as HOME. */
+  cli(args: string[]): { code: number; out: string; err: string };
   /** Remember a pid to stop in stopAll (only pids the test started). */
   track<T extends { info: { pid: number } }>(server: T): T;
   stopAll(): Promise<void>;
@@ -50,6 +53,14 @@ export function fakeServeKit(prefix: string): FakeServeKit {
         env: { PATH: process.env.PATH ?? "", ...env },
         ...extra,
       });
+    },
+    cli(args) {
+      const run = Bun.spawnSync([process.execPath, CLI, ...args], {
+        stdout: "pipe",
+        stderr: "pipe",
+        env: { PATH: process.env.PATH ?? "", HOME: root },
+      });
+      return { code: run.exitCode, out: run.stdout.toString(), err: run.stderr.toString() };
     },
     track(server) {
       started.add(server.info.pid);

@@ -280,6 +280,15 @@ export class FakeTmux implements TmuxApi {
     return { paneId, panePid: pane.panePid, server: pane.server };
   }
 
+  /** A pane as the plugin opens an agent's: marked with the agent's id (`@agent_id`), titled `title`. */
+  openAgentPane(
+    agentId: string,
+    title: string,
+  ): Promise<{ paneId: string; panePid: number; server: string }> {
+    const spec = { session: "s", window: "w", cwd: "/", command: ["x"], title };
+    return this.openPane({ ...spec, options: { agent_id: agentId } });
+  }
+
   async paneState(ref: PaneRef): Promise<"alive" | "gone" | "unknown"> {
     if (!this.installed) return "unknown";
     return this.owned(ref) ? "alive" : "gone";

@@ -16,6 +16,9 @@ export function toolContext(ctx: TeamsContext, sessionID: string, messageID: str
   };
 }
 
+/** A tool caller as toolCaller returns it. */
+export type ToolCall = ReturnType<typeof toolCaller>;
+
 /** Call a tool the way OpenCode does, as the session `sessionID`; returns the parsed JSON output and the title. */
 export function toolCaller(ctx: TeamsContext) {
   const tools = createTools(ctx);

@@ -38,6 +38,17 @@ async function until(
   }
 }
 
+/** Counts from now on how many times the loops ask for the project server. */
+function countProjectServerAsks(ctx: TestContext): () => number {
+  let asked = 0;
+  const projectServer = ctx.edges.projectServer;
+  ctx.edges.projectServer = () => {
+    asked++;
+    return projectServer();
+  };
+  return () => asked;
+}
+
 /** Lets `ms` of the test's time pass in steps, giving the loops a turn after each. */
 async function elapse(clock: ManualClock, ms: number): Promise<void> {
   for (let passed = 0; passed < ms; passed += STEP_MS) {
@@ -104,13 +115,16 @@ describe("background: the project server's event stream", () => {
       const opened = () => ctx.server.calls.filter((c) => c === "events").length;
       for (let round = 1; round <= 3; round++) {
         await until(() => opened() === round && ctx.server.openStreams === 1, ctx.clock);
+        expect([opened(), ctx.server.openStreams]).toEqual([round, 1]);
         ctx.server.emit({ type: "server.connected", properties: {} } as unknown as Event);
         await until(() => handle.monitor.stats.resyncs === round);
+        expect(handle.monitor.stats.resyncs).toBe(round);
         ctx.server.closeStreams();
       }
       expect(handle.monitor.stats.connects).toBe(3);
       // Events flow again on the new connection.
       await until(() => opened() === 4 && ctx.server.openStreams === 1, ctx.clock);
+      expect([opened(), ctx.server.openStreams]).toEqual([4, 1]);
       ctx.server.emit({ type: "server.connected", properties: {} } as unknown as Event);
       ctx.server.emit({
         type: "session.status",
@@ -121,7 +135,10 @@ describe("background: the project server's event stream", () => {
         return read.kind === "ok" && read.value.status === "active";
       });
       const read = await ctx.store.readAgent("alpha", agent.agentId);
-      expect(read.kind === "ok" && read.value.heartbeatSource).toBe("sdk_session_status");
+      expect(read.kind === "ok" && read.value).toMatchObject({
+        status: "active",
+        heartbeatSource: "sdk_session_status",
+      });
     } finally {
       await handle.release();
     }
@@ -131,22 +148,22 @@ describe("background: the project server's event stream", () => {
   test("keeps retrying while the server is down or not running, and connects once it is back", async () => {
     const ctx = await context();
     ctx.projectServerUp = false;
-    let asked = 0;
-    const projectServer = ctx.edges.projectServer;
-    ctx.edges.projectServer = () => {
-      asked++;
-      return projectServer();
-    };
+    const asked = countProjectServerAsks(ctx);
     const handle = startLiveness(ctx, FAST);
     try {
-      await until(() => asked >= 3, ctx.clock);
+      await until(() => asked() >= 3, ctx.clock);
+      expect(asked()).toBeGreaterThanOrEqual(3);
+      expect(ctx.server.calls).not.toContain("events");
       ctx.projectServerUp = true;
       ctx.server.down = true;
       await until(() => ctx.server.calls.filter((c) => c === "events").length >= 2, ctx.clock);
+      expect(ctx.server.calls.filter((c) => c === "events").length).toBeGreaterThanOrEqual(2);
+      expect(ctx.server.openStreams).toBe(0);
       ctx.server.down = false;
       await until(() => ctx.server.openStreams === 1, ctx.clock);
       ctx.server.emit({ type: "server.connected", properties: {} } as unknown as Event);
       await until(() => handle.monitor.stats.connects === 1);
+      expect(handle.monitor.stats.connects).toBe(1);
       expect(ctx.server.calls.filter((c) => c === "events").length).toBeGreaterThanOrEqual(3);
       expect(ctx.server.openStreams).toBe(1);
     } finally {
@@ -159,6 +176,7 @@ describe("background: the project server's event stream", () => {
     const handle = startLiveness(ctx, { ...FAST, streamIdleMs: 30 });
     try {
       await until(() => ctx.server.calls.filter((c) => c === "events").length >= 3, ctx.clock);
+      expect(ctx.server.calls.filter((c) => c === "events").length).toBeGreaterThanOrEqual(3);
       // Each wedged stream was closed before the next opened: never two at once.
       expect(ctx.server.openStreams).toBeLessThanOrEqual(1);
       expect(handle.monitor.stats.connects).toBe(0);
@@ -171,16 +189,11 @@ describe("background: the project server's event stream", () => {
     const ctx = await context();
     const self = new FakeOpencode(ctx.server.baseUrl);
     ctx.edges.localServer = self;
-    let asked = 0;
-    const projectServer = ctx.edges.projectServer;
-    ctx.edges.projectServer = () => {
-      asked++;
-      return projectServer();
-    };
+    const asked = countProjectServerAsks(ctx);
     const handle = startLiveness(ctx, FAST);
     try {
       await elapse(ctx.clock, 40);
-      expect(asked).toBeGreaterThanOrEqual(2);
+      expect(asked()).toBeGreaterThanOrEqual(2);
       expect(ctx.server.calls).not.toContain("events");
     } finally {
       await handle.release();

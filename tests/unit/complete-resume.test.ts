@@ -4,7 +4,7 @@ import { enforceTimeouts } from "../../src/operations/liveness/timeouts.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { leaderInbox as inboxOfLeader } from "../helpers/team.ts";
+import { leaderInbox, taskInProgress } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -91,14 +91,6 @@ const complete = (args: Record<string, unknown>, session: string) =>
 const resume = (args: Record<string, unknown>, session = LEADER) =>
   call<Resumed>("resume-agent", { teamName: "alpha", ...args }, session);
 
-async function claimTask(sessionId: string, title: string): Promise<string> {
-  const created = await call<{ task: { id: string } }>("create-task", { teamName: "alpha", title }, LEADER);
-  await call("update-task", { teamName: "alpha", taskId: created.task.id, status: "in_progress" }, sessionId);
-  return created.task.id;
-}
-
-const leaderInbox = () => inboxOfLeader(ctx);
-
 /** Kill the agent's pane behind our back and let two sweeps find it. */
 async function loseAgent(a: Spawned): Promise<void> {
   const pane = ctx.tmux.panes.get(a.paneId ?? "");
@@ -113,7 +105,7 @@ async function loseAgent(a: Spawned): Promise<void> {
 describe("complete-agent", () => {
   test("the agent itself: history completed with its summary, leader notified, terminated, pane closed, tasks back", async () => {
     const a = await spawnOne();
-    const task = await claimTask(a.sessionId, "parser");
+    const task = await taskInProgress(call, LEADER, "parser", { sessionId: a.sessionId });
     const result = await complete({ agentId: a.agentId, summary: "parser done, 12 tests" }, a.sessionId);
     expect(result.success).toBe(true);
     expect(result.status).toBe("completed");
@@ -132,7 +124,7 @@ describe("complete-agent", () => {
     expect(entry?.status).toBe("completed");
     expect(entry?.summary).toBe("parser done, 12 tests");
 
-    const notices = (await leaderInbox()).filter((m) => m.type === "agent_completed");
+    const notices = (await leaderInbox(ctx)).filter((m) => m.type === "agent_completed");
     expect(notices).toHaveLength(1);
     expect(notices[0]?.text).toContain("parser done, 12 tests");
   });
@@ -149,7 +141,7 @@ describe("complete-agent", () => {
     };
     expect((await complete({ agentId: a.agentId, summary: "done" }, a.sessionId)).success).toBe(true);
     expect((await history()).entries.find((e) => e.agent_id === a.agentId)?.status).toBe("completed");
-    expect((await leaderInbox()).map((m) => m.type)).toEqual(["agent_completed"]);
+    expect((await leaderInbox(ctx)).map((m) => m.type)).toEqual(["agent_completed"]);
   });
 
   test("failed, reported by the leader: aborted, no notice to itself, recorded failed", async () => {
@@ -159,7 +151,7 @@ describe("complete-agent", () => {
     expect((await agent(a.agentId)).outcome).toBe("failed");
     expect(ctx.server.calls).toContain(`abortSession ${a.sessionId}`);
     expect((await history()).entries.find((e) => e.agent_id === a.agentId)?.status).toBe("failed");
-    expect((await leaderInbox()).filter((m) => m.type === "agent_failed")).toHaveLength(0);
+    expect((await leaderInbox(ctx)).filter((m) => m.type === "agent_failed")).toHaveLength(0);
   });
 
   test("a team that keeps panes keeps the pane open", async () => {
@@ -348,7 +340,7 @@ describe("timeoutMinutes", () => {
   test("an agent past its limit is stopped, its tasks handed back, history timeout, leader told; then resumable", async () => {
     const a = await spawnOne({ timeoutMinutes: 1 });
     const b = await spawnOne();
-    const task = await claimTask(a.sessionId, "slow");
+    const task = await taskInProgress(call, LEADER, "slow", { sessionId: a.sessionId });
     ctx.clock.advance(59_000);
     expect(await enforceTimeouts(ctx)).toBe(0);
     ctx.clock.advance(2_000);
@@ -367,7 +359,7 @@ describe("timeoutMinutes", () => {
     );
     expect(tasks.tasks.find((t) => t.id === task)?.status).toBe("pending");
     expect((await history()).entries.find((e) => e.agent_id === a.agentId)?.status).toBe("timeout");
-    const notices = (await leaderInbox()).filter((m) => m.type === "agent_timeout");
+    const notices = (await leaderInbox(ctx)).filter((m) => m.type === "agent_timeout");
     expect(notices).toHaveLength(1);
     expect(notices[0]?.text).toContain("timed out after 1 minute");
 

@@ -28,8 +28,6 @@ beforeEach(async () => {
 });
 afterEach(() => ctx.cleanup());
 
-const agentFile = (agent: AgentState) => agentOnDisk(ctx, agent);
-
 function beat(agent: AgentState, extra: Record<string, unknown> = {}, sessionId = agent.sessionId) {
   return call<Beat>("heartbeat", { agentId: agent.agentId, teamName: agent.teamName, ...extra }, sessionId);
 }
@@ -75,16 +73,16 @@ describe("heartbeat: success", () => {
     const agent = await addAgent(ctx, "alpha", { status: "spawning" });
     const result = await beat(agent);
     expect(result.agentStatus).toBe("active");
-    expect((await agentFile(agent)).status).toBe("active");
+    expect((await agentOnDisk(ctx, agent)).status).toBe("active");
   });
 
   test("status override: active <-> idle, written durably", async () => {
     const agent = await addAgent(ctx, "alpha");
     expect((await beat(agent, { status: "idle" })).agentStatus).toBe("idle");
-    expect((await agentFile(agent)).status).toBe("idle");
+    expect((await agentOnDisk(ctx, agent)).status).toBe("idle");
     expect((await beat(agent)).agentStatus).toBe("idle");
     expect((await beat(agent, { status: "active" })).agentStatus).toBe("active");
-    expect((await agentFile(agent)).status).toBe("active");
+    expect((await agentOnDisk(ctx, agent)).status).toBe("active");
   });
 
   test("a spawning agent with status idle becomes idle", async () => {
@@ -96,7 +94,7 @@ describe("heartbeat: success", () => {
     const agent = await addAgent(ctx, "alpha", { status: "shutting_down" });
     const result = await beat(agent, { status: "active" });
     expect(result).toMatchObject({ success: true, agentStatus: "shutting_down" });
-    expect((await agentFile(agent)).status).toBe("shutting_down");
+    expect((await agentOnDisk(ctx, agent)).status).toBe("shutting_down");
   });
 
   test("misses are reset durably", async () => {
@@ -106,7 +104,7 @@ describe("heartbeat: success", () => {
     });
     ctx.clock.advance(3_000);
     await beat(agent);
-    const after = await agentFile(agent);
+    const after = await agentOnDisk(ctx, agent);
     expect(after.consecutiveMisses).toBe(0);
     expect(after.lastMissAt).toBeUndefined();
     expect(after.heartbeatTs).toBe("2026-01-01T00:00:03.000Z");

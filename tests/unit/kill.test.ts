@@ -2,23 +2,17 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { readFile } from "node:fs/promises";
 import { pidAlive } from "../../src/edges/process.ts";
 import { childPids, terminateProcess } from "../../src/edges/process-info.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
+import type { KillAgentOutput } from "../../src/operations/agents/kill.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
-import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { recordServerInfo } from "../helpers/server-info.ts";
+import { mockModelTeam, taskInProgress } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 
-interface KillResult {
-  success: boolean;
-  error?: string;
-  method: string;
-  phase: string;
-  reassignedTasks: string[];
-  warnings?: string[];
-  title: string;
-}
+type KillResult = KillAgentOutput & { success: boolean; error?: string };
 
 let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
@@ -27,9 +21,7 @@ let leaderId: string;
 async function setup(options: Record<string, unknown> = {}) {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, shutdownTimeoutMs: 2_000, ...options });
   call = toolCaller(ctx);
-  const team = await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-  if (!team.success) throw new Error(team.error);
-  leaderId = team.leaderAgentId;
+  leaderId = await mockModelTeam(ctx, LEADER);
 }
 
 beforeEach(() => setup());
@@ -55,12 +47,6 @@ async function agent(agentId: string): Promise<AgentState> {
 
 const kill = (args: Record<string, unknown>, session = LEADER) =>
   call<KillResult>("kill-agent", { teamName: "alpha", ...args }, session);
-
-async function claimTask(sessionId: string, title: string): Promise<string> {
-  const created = await call<{ task: { id: string } }>("create-task", { teamName: "alpha", title }, LEADER);
-  await call("update-task", { teamName: "alpha", taskId: created.task.id, status: "in_progress" }, sessionId);
-  return created.task.id;
-}
 
 /**
  * Plays the agent (or its caller): runs `act` once the test's clock is `afterMs` past now. The kill's own waits move
@@ -88,7 +74,7 @@ async function historyOf(agentId: string) {
 describe("kill-agent force", () => {
   test("aborts, closes the pane, hands back tasks, releases the color, terminates, records interrupted", async () => {
     const a = await spawnOne();
-    const taskId = await claimTask(a.sessionId, "t1");
+    const taskId = await taskInProgress(call, LEADER, "t1", { sessionId: a.sessionId });
     await recordServerInfo(ctx, 28001, { activeSessions: 1 });
 
     const result = await kill({ agentId: a.agentId, force: true, reason: "no longer needed" });

@@ -3,12 +3,12 @@ import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
 import { HUMAN, sendAs } from "../../src/operations/messages/messages.ts";
 import { flushNotices } from "../../src/operations/messages/notice-digest.ts";
 import { deliverPending, notifyLeader } from "../../src/operations/messages/notify.ts";
-import { type AgentState, InboxMessageSchema, type TeamConfig } from "../../src/state/schemas.ts";
+import { type AgentState, InboxMessageSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
-import { leaderInbox, leadTeam } from "../helpers/team.ts";
+import { leaderInbox, leadTeam, ledTeamContext, teamConfig } from "../helpers/team.ts";
 import type { toolCaller } from "../helpers/tools.ts";
 
 interface Sent {
@@ -31,10 +31,7 @@ let ctx: TestContext;
 let call: ReturnType<typeof toolCaller>;
 let leaderSession: FakeSession;
 
-beforeEach(async () => {
-  ctx = await makeTestContext();
-  ({ call, leaderSession } = await leadTeam(ctx));
-});
+beforeEach(async () => ({ ctx, call, leaderSession } = await ledTeamContext()));
 afterEach(() => ctx.cleanup());
 
 async function worker(name: string, overrides: Partial<AgentState> = {}) {
@@ -43,11 +40,7 @@ async function worker(name: string, overrides: Partial<AgentState> = {}) {
   return { agent, session };
 }
 
-async function team(): Promise<TeamConfig> {
-  const read = await ctx.store.readTeam("alpha");
-  if (read.kind !== "ok") throw new Error("no team");
-  return read.value;
-}
+const team = () => teamConfig(ctx);
 
 const send = (args: Record<string, unknown>, session = LEAD) =>
   call<Sent>("send-message", { teamName: "alpha", ...args }, session);
@@ -282,11 +275,9 @@ describe("notice digest", () => {
   test("the window's end is flushed by this process's timer, without waiting for a sweep", async () => {
     const quick = await makeTestContext({ noticeDigestMs: 50 });
     try {
-      const { leaderSession: lead } = await leadTeam(quick);
-      const read = await quick.store.readTeam("alpha");
-      if (read.kind !== "ok") throw new Error("no team");
-      await notifyLeader(quick, read.value, { type: "agent_inactive", text: "first" });
-      await notifyLeader(quick, read.value, { type: "agent_inactive", text: "second" });
+      const { leaderSession: lead, team: config } = await leadTeam(quick);
+      await notifyLeader(quick, config, { type: "agent_inactive", text: "first" });
+      await notifyLeader(quick, config, { type: "agent_inactive", text: "second" });
       expect(lead.prompts).toHaveLength(1);
       quick.clock.advance(50);
       await Bun.sleep(200);

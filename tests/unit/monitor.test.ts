@@ -4,16 +4,12 @@ import { EventMonitor } from "../../src/operations/liveness/monitor.ts";
 import { classifyEvent, isContextOverflow } from "../../src/operations/liveness/signals.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import type { FakeSession } from "../helpers/fakes.ts";
-import { agentOnDisk, leaderInbox as inboxOfLeader, leadTeam } from "../helpers/team.ts";
-import type { toolCaller } from "../helpers/tools.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { agentOnDisk, type LedTeam, leaderInbox, ledTeamContext, taskInProgress } from "../helpers/team.ts";
 
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let lead: LedTeam;
 let monitor: EventMonitor;
-let leaderSession: FakeSession;
-let leaderId: string;
 
 const S = 1_000;
 
@@ -51,8 +47,7 @@ const ev = {
 };
 
 beforeEach(async () => {
-  ctx = await makeTestContext();
-  ({ call, leaderSession, leaderId } = await leadTeam(ctx));
+  ({ ctx, ...lead } = await ledTeamContext());
   monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
 });
 afterEach(() => ctx.cleanup());
@@ -67,8 +62,6 @@ async function feed(...events: unknown[]): Promise<void> {
   for (const event of events) monitor.handleEvent(event);
   await monitor.settled();
 }
-
-const leaderInbox = () => inboxOfLeader(ctx);
 
 describe("event classification", () => {
   test("OpenCode's event names map to liveness signals", () => {
@@ -324,16 +317,7 @@ describe("monitor: errors", () => {
 describe("monitor: deleted sessions", () => {
   test("session.deleted: inactive now, tasks back to pending, the leader notified", async () => {
     const agent = await addAgent(ctx, "alpha", { name: "doomed" });
-    const created = await call<{ task: { id: string } }>(
-      "create-task",
-      { teamName: "alpha", title: "t" },
-      "ses_lead",
-    );
-    await call(
-      "update-task",
-      { teamName: "alpha", taskId: created.task.id, status: "in_progress", assignee: agent.agentId },
-      "ses_lead",
-    );
+    const taskId = await taskInProgress(lead.call, "ses_lead", "t", { assignee: agent.agentId });
     await feed(ev.deleted(agent.sessionId));
     expect(await state(agent)).toMatchObject({
       status: "inactive",
@@ -341,26 +325,26 @@ describe("monitor: deleted sessions", () => {
     });
     const tasks = await ctx.store.readTasks("alpha");
     expect(tasks.kind === "ok" && tasks.value.tasks[0]).toMatchObject({ status: "pending", assignee: null });
-    const text = `Agent doomed (${agent.agentId}) became inactive: its OpenCode session ${agent.sessionId} was deleted. Tasks returned to pending: ${created.task.id}.`;
-    expect((await leaderInbox()).map((m) => m.text)).toEqual([text]);
-    expect(leaderSession.prompts).toEqual([
+    const text = `Agent doomed (${agent.agentId}) became inactive: its OpenCode session ${agent.sessionId} was deleted. Tasks returned to pending: ${taskId}.`;
+    expect((await leaderInbox(ctx)).map((m) => m.text)).toEqual([text]);
+    expect(lead.leaderSession.prompts).toEqual([
       {
         text: expect.stringMatching(/^\[notice from opencode-teams via team alpha, id [0-9a-f-]+\]\n/),
         noReply: true,
       },
     ]);
-    expect(leaderSession.prompts[0]?.text.endsWith(`\n${text}`)).toBe(true);
+    expect(lead.leaderSession.prompts[0]?.text.endsWith(`\n${text}`)).toBe(true);
     // Delivered twice (hook and stream, or the plugin loaded twice): still one notice.
     await feed(ev.deleted(agent.sessionId));
-    expect(await leaderInbox()).toHaveLength(1);
+    expect(await leaderInbox(ctx)).toHaveLength(1);
   });
 
   test("a deletion during a kill (shutting_down) and the leader's own session are not deaths", async () => {
     const agent = await addAgent(ctx, "alpha", { status: "shutting_down" });
     await feed(ev.deleted(agent.sessionId), ev.deleted("ses_lead"));
     expect((await state(agent)).status).toBe("shutting_down");
-    expect((await state({ agentId: leaderId })).status).toBe("active");
-    expect(await leaderInbox()).toEqual([]);
+    expect((await state({ agentId: lead.leaderId })).status).toBe("active");
+    expect(await leaderInbox(ctx)).toEqual([]);
   });
 });
 
@@ -368,7 +352,7 @@ describe("monitor: the leader's own session", () => {
   test("its events keep the leader's heartbeat fresh", async () => {
     ctx.clock.advance(40 * S);
     await feed(ev.status("ses_lead", "busy"));
-    const view = await ctx.store.readAgentView("alpha", leaderId);
+    const view = await ctx.store.readAgentView("alpha", lead.leaderId);
     expect(view.kind === "ok" && view.value.heartbeatTs).toBe("2026-01-01T00:00:40.000Z");
   });
 });

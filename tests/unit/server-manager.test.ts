@@ -16,9 +16,8 @@ import {
   preferredPort,
   ServerStartError,
 } from "../../src/edges/server-manager.ts";
-import { ServerInfoSchema } from "../../src/state/schemas.ts";
-import { writeJson } from "../../src/state/store.ts";
 import { fakeServeKit } from "../helpers/fake-serve.ts";
+import { readServerInfo, writeServerInfo } from "../helpers/server-info.ts";
 
 const kit = fakeServeKit("oct-srv-");
 const { root, project, manager, track } = kit;
@@ -61,7 +60,7 @@ describe("ensureRunning", () => {
     expect(Number(fields[2])).toBe(server.info.pid); // pgrp
     expect(Number(fields[3])).toBe(server.info.pid); // session
     expect(await readlink(`/proc/${server.info.pid}/cwd`)).toBe(dir);
-    const info = ServerInfoSchema.parse(JSON.parse(readFileSync(paths.serverInfo(dir), "utf8")));
+    const info = readServerInfo(paths.serverInfo(dir));
     expect(info.pid).toBe(server.info.pid);
     expect(readFileSync(paths.serverLog(dir), "utf8")).toContain("opencode server listening on");
   });
@@ -183,16 +182,7 @@ describe("ensureRunning", () => {
 
   test("a recorded pid that is alive but not a server is left alone and a new server started", async () => {
     const { dir, paths } = project("reused-pid");
-    await writeJson(paths.serverInfo(dir), ServerInfoSchema, {
-      version: 1,
-      projectPath: dir,
-      pid: process.pid,
-      port: preferredPort(dir),
-      hostname: "127.0.0.1",
-      startedAt: new Date().toISOString(),
-      activeSessions: 3,
-      logPath: paths.serverLog(dir),
-    });
+    await writeServerInfo(dir, paths, { pid: process.pid, port: preferredPort(dir), activeSessions: 3 });
     const server = track(await manager(dir, paths).ensureRunning());
     expect(server.info.pid).not.toBe(process.pid);
     expect(server.info.activeSessions).toBe(0);
@@ -201,7 +191,7 @@ describe("ensureRunning", () => {
   test("a server on the user's password is refused, not killed, where that password is not exported", async () => {
     const { dir, paths } = project("user-pw");
     const server = track(await manager(dir, paths, { OPENCODE_SERVER_PASSWORD: "mine" }).ensureRunning());
-    expect(ServerInfoSchema.parse(JSON.parse(readFileSync(paths.serverInfo(dir), "utf8"))).auth).toEqual({
+    expect(readServerInfo(paths.serverInfo(dir)).auth).toEqual({
       source: "environment",
       username: "opencode",
     });

@@ -5,34 +5,27 @@ import { COLOR_PALETTE } from "../../src/operations/agents/color-pool.ts";
 import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/agents/spawn.ts";
 import { parseAgentSessionTitle } from "../../src/operations/team/identity-prompt.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
+import { ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { recordServerInfo } from "../helpers/server-info.ts";
+import { agentOnDisk, mockModelTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
 
 type SpawnResult = SpawnAgentOutput & { success: boolean; error?: string };
 
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 
-beforeEach(async () => {
-  ctx = await makeTestContext({ promptRetryDelayMs: 0 });
-  call = toolCaller(ctx);
-  await createTeam(ctx, { teamName: "alpha", defaultModel: "mock/mock-model" }, LEADER);
-});
+beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
 
 afterEach(() => ctx.cleanup());
 
 const spawn = (args: Record<string, unknown>, session = LEADER) =>
   call<SpawnResult>("spawn-agent", { teamName: "alpha", prompt: "Build the thing", ...args }, session);
-
-async function agentFile(agentId: string, team = "alpha"): Promise<AgentState | undefined> {
-  const read = await ctx.store.readAgent(team, agentId);
-  return read.kind === "ok" ? read.value : undefined;
-}
 
 async function members(team = "alpha") {
   const read = await ctx.store.readTeam(team);
@@ -109,7 +102,7 @@ describe("spawn-agent: the flow", () => {
     });
     expect(pane?.spec.env).toEqual({});
 
-    const state = await agentFile(result.agentId);
+    const state = await agentOnDisk(ctx, { agentId: result.agentId });
     expect(state).toMatchObject({
       status: "active",
       role: "worker",
@@ -151,7 +144,7 @@ describe("spawn-agent: the flow", () => {
     const result = await spawn({ headless: true });
     expect(result.success).toBe(true);
     expect("paneId" in result).toBe(false);
-    const state = await agentFile(result.agentId);
+    const state = await agentOnDisk(ctx, { agentId: result.agentId });
     expect(state?.headless).toBe(true);
     expect(state?.paneId).toBeUndefined();
     expect(ctx.tmux.panes.size).toBe(0);
@@ -165,7 +158,7 @@ describe("spawn-agent: the flow", () => {
       window: "team-alpha",
     });
     // With the identity of the tmux server the pane opened on: pane ids start over when that server restarts.
-    expect((await agentFile(inside.agentId))?.tmux).toEqual({
+    expect((await agentOnDisk(ctx, { agentId: inside.agentId })).tmux).toEqual({
       session: "my work",
       window: "team-alpha",
       server: ctx.tmux.server,
@@ -198,14 +191,14 @@ describe("spawn-agent: the flow", () => {
       providerID: "openrouter",
       modelID: "anthropic/claude-3.5",
     });
-    expect((await agentFile(b.agentId))?.model).toBe("openrouter/anthropic/claude-3.5");
+    expect((await agentOnDisk(ctx, { agentId: b.agentId })).model).toBe("openrouter/anthropic/claude-3.5");
     const c = await spawn({ model: "claude-x", providerId: "anthropic" });
-    expect((await agentFile(c.agentId))?.model).toBe("anthropic/claude-x");
+    expect((await agentOnDisk(ctx, { agentId: c.agentId })).model).toBe("anthropic/claude-x");
 
     await createTeam(ctx, { teamName: "plain" }, "ses_other_leader");
     const d = await call<SpawnResult>("spawn-agent", { teamName: "plain", prompt: "x" }, "ses_other_leader");
     expect(ctx.server.sessions.get(d.sessionId)?.prompts[0]?.model).toBeUndefined();
-    expect((await agentFile(d.agentId, "plain"))?.model).toBe("default");
+    expect((await agentOnDisk(ctx, { agentId: d.agentId, teamName: "plain" })).model).toBe("default");
   });
 
   test("bad model arguments are refused before anything happens", async () => {
@@ -224,7 +217,7 @@ describe("spawn-agent: the flow", () => {
     const c = await spawn({ name: "worker-2" });
     const d = await spawn({});
     expect([a.name, b.name, c.name, d.name]).toEqual(["worker-1", "reviewer-1", "worker-2", "worker-3"]);
-    const state = await agentFile(a.agentId);
+    const state = await agentOnDisk(ctx, { agentId: a.agentId });
     expect(state?.cwd).toBe(path.join(ctx.projectRoot, "sub dir"));
     expect(state?.timeoutMinutes).toBe(15);
     expect(ctx.server.sessions.get(a.sessionId)?.directory).toBe(path.join(ctx.projectRoot, "sub dir"));
@@ -339,7 +332,7 @@ describe("spawn-agent: the spec's error table", () => {
     expect(result.warnings?.[0]).toContain("typing into the pane");
     expect(result.warnings?.[0]).toContain("stays 'spawning'");
     expect(result.title).toContain("prompt NOT delivered");
-    expect((await agentFile(result.agentId))?.status).toBe("spawning");
+    expect((await agentOnDisk(ctx, { agentId: result.agentId })).status).toBe("spawning");
     expect(ctx.server.sessions.get(result.sessionId)?.prompts).toHaveLength(3);
   });
 
@@ -387,7 +380,7 @@ describe("spawn-agent: plan", () => {
   test("the plan is kept in the state, the history (and its filter) and list-agents", async () => {
     const spawned = await spawn({ plan: "auth-rewrite" });
     expect(spawned.success).toBe(true);
-    expect((await agentFile(spawned.agentId))?.plan).toBe("auth-rewrite");
+    expect((await agentOnDisk(ctx, { agentId: spawned.agentId })).plan).toBe("auth-rewrite");
     const other = await spawn({});
     const history = await call<{ entries: { agent_id: string; plan?: string }[] }>(
       "agent-history",

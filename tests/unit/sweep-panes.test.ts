@@ -1,34 +1,18 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { v4 as uuidv4 } from "uuid";
 import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
-import { createTeam } from "../../src/operations/team/team.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { mockModelTeamContext } from "../helpers/team.ts";
 
 let ctx: TestContext;
 
-beforeEach(async () => {
-  ctx = await makeTestContext();
-  const team = await createTeam(ctx, { teamName: "alpha" }, "ses_leader");
-  if (!team.success) throw new Error(team.error);
-});
+beforeEach(async () => ({ ctx } = await mockModelTeamContext("ses_leader")));
 afterEach(() => ctx.cleanup());
-
-/** A pane as openAgentPane opens it: marked with the agent's id. */
-function openAgentPane(agentId: string, name: string) {
-  return ctx.tmux.openPane({
-    session: "s",
-    window: "w",
-    cwd: "/",
-    command: ["x"],
-    title: name,
-    options: { agent_id: agentId },
-  });
-}
 
 async function withPane(name: string) {
   const agentId = uuidv4();
-  const pane = await openAgentPane(agentId, name);
+  const pane = await ctx.tmux.openAgentPane(agentId, name);
   const session = ctx.server.addSession({ title: name });
   return addAgent(ctx, "alpha", {
     agentId,
@@ -71,7 +55,7 @@ test("an agent read before spawn recorded its pane is read again, so its pane is
   const session = ctx.server.addSession({ title: "late" });
   const agent = await addAgent(ctx, "alpha", { name: "late", sessionId: session.id, headless: false });
   await sweeper.sweep();
-  const pane = await openAgentPane(agent.agentId, "late");
+  const pane = await ctx.tmux.openAgentPane(agent.agentId, "late");
   await ctx.store.updateAgent("alpha", agent.agentId, (state) =>
     state ? { ...state, paneId: pane.paneId, tmux: { session: "s", window: "w" } } : undefined,
   );

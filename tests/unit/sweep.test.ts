@@ -14,22 +14,20 @@ import {
 } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, recordServerInfo, type TestContext } from "../helpers/context.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import type { FakeSession } from "../helpers/fakes.ts";
-import { agentOnDisk, leaderInbox as inboxOfLeader, leadTeam } from "../helpers/team.ts";
+import { recordServerInfo } from "../helpers/server-info.ts";
+import { agentOnDisk, type LedTeam, leaderInbox, ledTeamContext, taskInProgress } from "../helpers/team.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let lead: LedTeam;
 let sweeper: StaleSweeper;
-let leaderSession: FakeSession;
-let leaderId: string;
 
 const S = 1_000;
 
 beforeEach(async () => {
-  ctx = await makeTestContext();
-  ({ call, leaderSession, leaderId } = await leadTeam(ctx));
+  ({ ctx, ...lead } = await ledTeamContext());
   sweeper = new StaleSweeper(ctx);
 });
 afterEach(() => ctx.cleanup());
@@ -48,27 +46,14 @@ async function history(): Promise<HistoryEntry[]> {
 
 const state = (agent: AgentState) => agentOnDisk(ctx, agent);
 
-const leaderInbox = () => inboxOfLeader(ctx);
-
 async function board(): Promise<TaskBoard> {
   const read = await ctx.store.readTasks("alpha");
   if (read.kind !== "ok") throw new Error("no board");
   return read.value;
 }
 
-async function startTask(agent: AgentState, title: string): Promise<string> {
-  const created = await call<{ task: { id: string } }>(
-    "create-task",
-    { teamName: "alpha", title },
-    "ses_lead",
-  );
-  await call(
-    "update-task",
-    { teamName: "alpha", taskId: created.task.id, status: "in_progress", assignee: agent.agentId },
-    "ses_lead",
-  );
-  return created.task.id;
-}
+const startTask = (agent: AgentState, title: string) =>
+  taskInProgress(lead.call, "ses_lead", title, { assignee: agent.agentId });
 
 describe("stale sweep: misses and the grace period", () => {
   test("a fresh agent gets no miss and the server is not even asked", async () => {
@@ -91,7 +76,7 @@ describe("stale sweep: misses and the grace period", () => {
       consecutiveMisses: 1,
       lastMissAt: "2026-01-01T00:01:01.000Z",
     });
-    expect(await leaderInbox()).toEqual([]);
+    expect(await leaderInbox(ctx)).toEqual([]);
 
     ctx.clock.advance(15 * S);
     const second = await sweeper.sweep();
@@ -110,17 +95,17 @@ describe("stale sweep: misses and the grace period", () => {
     });
 
     const expected = `Agent builder (${agent.agentId}) became inactive: no heartbeat for 76 s (2 missed sweeps). Tasks returned to pending: ${taskId}.`;
-    const inbox = await leaderInbox();
+    const inbox = await leaderInbox(ctx);
     expect(inbox).toHaveLength(1);
-    expect(inbox[0]).toMatchObject({ type: "agent_inactive", to: leaderId, text: expected });
+    expect(inbox[0]).toMatchObject({ type: "agent_inactive", to: lead.leaderId, text: expected });
     expect(inbox[0]?.deliveredAt).toBe("2026-01-01T00:01:16.000Z");
-    expect(leaderSession.prompts).toEqual([
+    expect(lead.leaderSession.prompts).toEqual([
       {
         text: expect.stringMatching(/^\[notice from opencode-teams via team alpha, id [0-9a-f-]+\]\n/),
         noReply: true,
       },
     ]);
-    expect(leaderSession.prompts[0]?.text.endsWith(`\n${expected}`)).toBe(true);
+    expect(lead.leaderSession.prompts[0]?.text.endsWith(`\n${expected}`)).toBe(true);
   });
 
   test("graceMisses is configurable", async () => {
@@ -142,7 +127,7 @@ describe("stale sweep: misses and the grace period", () => {
     await sweeper.sweep();
     ctx.clock.advance(15 * S);
     await sweeper.sweep();
-    expect((await leaderInbox())[0]?.text).toBe(
+    expect((await leaderInbox(ctx))[0]?.text).toBe(
       `Agent idler (${agent.agentId}) became inactive: no heartbeat for 76 s (2 missed sweeps). Tasks returned to pending: none.`,
     );
   });
@@ -190,7 +175,7 @@ describe("stale sweep: misses and the grace period", () => {
     const agent = await worker();
     ctx.clock.advance(61 * S);
     await sweeper.sweep();
-    await call("heartbeat", { agentId: agent.agentId, teamName: "alpha" }, agent.sessionId);
+    await lead.call("heartbeat", { agentId: agent.agentId, teamName: "alpha" }, agent.sessionId);
     ctx.clock.advance(15 * S);
     await sweeper.sweep();
     expect(await state(agent)).toMatchObject({ status: "active", consecutiveMisses: 0 });
@@ -207,7 +192,11 @@ describe("stale sweep: cost", () => {
     // Only the leader was read once and set aside for good; the workers cannot be stale before 60 s.
     expect(second).toMatchObject({ read: 0, checked: 5 });
     // A heartbeat after the first read moves nothing earlier: staleness is still judged on the next read.
-    await call("heartbeat", { agentId: agents[0]?.agentId, teamName: "alpha" }, agents[0]?.sessionId ?? "");
+    await lead.call(
+      "heartbeat",
+      { agentId: agents[0]?.agentId, teamName: "alpha" },
+      agents[0]?.sessionId ?? "",
+    );
     ctx.clock.advance(31 * S);
     const third = await sweeper.sweep();
     expect(third).toMatchObject({ read: 5, stale: 4, misses: 4 });
@@ -235,8 +224,8 @@ describe("stale sweep: idempotent across sweepers", () => {
     const other = new StaleSweeper(ctx);
     const reports = await Promise.all([sweeper.sweep(), other.sweep(), sweeper.sweep()]);
     expect(reports.map((r) => r.inactive.length).reduce((a, b) => a + b)).toBe(1);
-    expect(await leaderInbox()).toHaveLength(1);
-    expect(leaderSession.prompts).toHaveLength(1);
+    expect(await leaderInbox(ctx)).toHaveLength(1);
+    expect(lead.leaderSession.prompts).toHaveLength(1);
     expect(await history()).toEqual([
       expect.objectContaining({ agent_id: agent.agentId, status: "interrupted" }),
     ]);
@@ -264,7 +253,7 @@ describe("stale sweep: idempotent across sweepers", () => {
     const second = await runPair(start + 76 * S, "go2");
     expect(second.map((r) => r.inactive).sort()).toEqual([0, 1]);
     expect(await state(agent)).toMatchObject({ status: "inactive", consecutiveMisses: 2 });
-    expect(await leaderInbox()).toHaveLength(1);
+    expect(await leaderInbox(ctx)).toHaveLength(1);
     expect(await history()).toEqual([
       expect.objectContaining({ agent_id: agent.agentId, status: "interrupted" }),
     ]);
@@ -345,7 +334,7 @@ describe("stale sweep: facts before verdicts", () => {
       status: "inactive",
       statusReason: `its OpenCode session ${agent.sessionId} no longer exists`,
     });
-    expect((await leaderInbox())[0]?.text).toBe(
+    expect((await leaderInbox(ctx))[0]?.text).toBe(
       `Agent ghost (${agent.agentId}) became inactive: its OpenCode session ${agent.sessionId} no longer exists. Tasks returned to pending: ${taskId}.`,
     );
   });
@@ -360,14 +349,7 @@ describe("stale sweep: facts before verdicts", () => {
 
   test("tmux pane alive: an ordinary miss", async () => {
     const agentId = uuidv4();
-    const pane = await ctx.tmux.openPane({
-      session: "s",
-      window: "w",
-      cwd: "/",
-      command: ["x"],
-      title: "t",
-      options: { agent_id: agentId },
-    });
+    const pane = await ctx.tmux.openAgentPane(agentId, "t");
     const agent = await worker({ agentId, paneId: pane.paneId });
     ctx.clock.advance(61 * S);
     expect((await sweeper.sweep()).misses).toBe(1);
@@ -414,7 +396,7 @@ describe("stale sweep: who is swept", () => {
     ctx.clock.advance(3_600 * S);
     const report = await sweeper.sweep();
     expect(report.checked).toBe(0);
-    const leader = await ctx.store.readAgent("alpha", leaderId);
+    const leader = await ctx.store.readAgent("alpha", lead.leaderId);
     expect(leader.kind === "ok" && leader.value.status).toBe("active");
   });
 
@@ -457,7 +439,7 @@ describe("stale sweep: batching", () => {
     ctx.clock.advance(15 * S);
     const report = await sweeper.sweep();
     expect(report.inactive).toHaveLength(3);
-    const inbox = await leaderInbox();
+    const inbox = await leaderInbox(ctx);
     expect(inbox).toHaveLength(1);
     const lines = (inbox[0]?.text ?? "").split("\n").sort();
     expect(lines).toEqual(
@@ -491,7 +473,7 @@ describe("stale sweep: batching", () => {
     expect(report.inactive).toHaveLength(3);
     for (const agent of agents) {
       expect(await onDisk(agent)).toBe("inactive");
-      const beat = await call<{ success: boolean; error?: string }>(
+      const beat = await lead.call<{ success: boolean; error?: string }>(
         "heartbeat",
         { teamName: "alpha", agentId: agent.agentId },
         agent.sessionId,
@@ -508,7 +490,7 @@ describe("stale sweep: batching", () => {
     await addAgent(ctx, "alpha", { name: "gone" });
     const alive = await worker({ name: "alive" });
     ctx.clock.advance(61 * S);
-    await call("heartbeat", { agentId: alive.agentId, teamName: "alpha" }, alive.sessionId);
+    await lead.call("heartbeat", { agentId: alive.agentId, teamName: "alpha" }, alive.sessionId);
     await sweeper.sweep();
     const info = ctx.store.paths.serverInfo(ctx.projectRoot);
     expect(JSON.parse(await Bun.file(info).text()).activeSessions).toBe(1);
@@ -523,7 +505,7 @@ describe("stale sweep: batching", () => {
     ctx.clock.advance(61 * S);
     expect((await sweeper.sweep()).inactive).toHaveLength(1);
     expect((await state(agent)).status).toBe("inactive");
-    expect(await leaderInbox()).toHaveLength(1);
+    expect(await leaderInbox(ctx)).toHaveLength(1);
     expect(ctx.logs.some((l) => l.level === "warn" && l.message.includes("could not record"))).toBe(true);
   });
 
@@ -558,7 +540,7 @@ describe("leader notices: delivery", () => {
   test("undeliverable now: kept in the inbox and delivered by a later sweep, exactly once", async () => {
     ctx.local.sessions.delete("ses_lead");
     await killOne();
-    const [pending] = await leaderInbox();
+    const [pending] = await leaderInbox(ctx);
     expect(pending?.deliveredAt).toBeUndefined();
     // A later sweep in a process that has the leader's session delivers it.
     const later = ctx.local.addSession({ id: "ses_lead" });
@@ -566,7 +548,7 @@ describe("leader notices: delivery", () => {
     const reports = await Promise.all([sweeper.sweep(), new StaleSweeper(ctx).sweep()]);
     expect(reports.map((r) => r.delivered).sort()).toEqual([0, 1]);
     expect(later.prompts).toHaveLength(1);
-    expect((await leaderInbox())[0]?.deliveredAt).toBe("2026-01-01T00:01:16.000Z");
+    expect((await leaderInbox(ctx))[0]?.deliveredAt).toBe("2026-01-01T00:01:16.000Z");
     await sweeper.sweep();
     await new StaleSweeper(ctx).sweep();
     expect(later.prompts).toHaveLength(1);
@@ -576,9 +558,9 @@ describe("leader notices: delivery", () => {
     // Once at once, once more by the same sweep's retry pass.
     ctx.local.failPrompts = 2;
     await killOne();
-    expect(leaderSession.prompts).toHaveLength(0);
+    expect(lead.leaderSession.prompts).toHaveLength(0);
     ctx.clock.advance(15 * S);
     expect((await sweeper.sweep()).delivered).toBe(1);
-    expect(leaderSession.prompts).toHaveLength(1);
+    expect(lead.leaderSession.prompts).toHaveLength(1);
   });
 });

@@ -9,15 +9,15 @@ import { waitingNotice } from "../../src/operations/liveness/waiting.ts";
 import type { TeamsOptions } from "../../src/options.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
-import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { agentOnDisk, leaderInbox, leadTeam } from "../helpers/team.ts";
+import type { TestContext } from "../helpers/context.ts";
+import { agentOnDisk, leaderInbox, ledTeamContext } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 let ctx: TestContext;
-let call: Awaited<ReturnType<typeof leadTeam>>["call"];
+let call: ToolCall;
 
 async function setUp(options: Partial<TeamsOptions> = {}) {
-  ctx = await makeTestContext(options);
-  ({ call } = await leadTeam(ctx));
+  ({ ctx, call } = await ledTeamContext(options));
 }
 afterEach(() => ctx?.cleanup());
 
@@ -333,14 +333,7 @@ describe("pane watch", () => {
     await setUp();
     const sweeper = new StaleSweeper(ctx);
     const agentId = uuidv4();
-    const pane = await ctx.tmux.openPane({
-      session: "s",
-      window: "w",
-      cwd: "/",
-      command: ["x"],
-      title: "w1",
-      options: { agent_id: agentId },
-    });
+    const pane = await ctx.tmux.openAgentPane(agentId, "w1");
     await worker({
       agentId,
       headless: false,

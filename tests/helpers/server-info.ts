@@ -1,0 +1,40 @@
+import { readFileSync } from "node:fs";
+import type { TeamsContext } from "../../src/operations/context.ts";
+import type { StoragePaths } from "../../src/state/paths.ts";
+import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
+import { writeJson } from "../../src/state/store.ts";
+
+/** The fields a test chooses for a recorded server; the rest defaults to a server just started with no sessions. */
+export type ServerInfoFields = Pick<ServerInfo, "pid" | "port"> & Partial<ServerInfo>;
+
+/** Write `projectDir`'s server.json (under `paths`) as a started server would, `fields` over plain defaults. */
+export async function writeServerInfo(
+  projectDir: string,
+  paths: StoragePaths,
+  fields: ServerInfoFields,
+): Promise<void> {
+  await writeJson(paths.serverInfo(projectDir), ServerInfoSchema, {
+    version: 1,
+    projectPath: projectDir,
+    hostname: "127.0.0.1",
+    startedAt: new Date().toISOString(),
+    activeSessions: 0,
+    logPath: paths.serverLog(projectDir),
+    ...fields,
+  });
+}
+
+/** Record the context's project server on `port` (this process's pid, so it counts as alive), started by its clock. */
+export async function recordServerInfo(
+  ctx: TeamsContext,
+  port: number,
+  info: Partial<Omit<ServerInfo, "port">> = {},
+): Promise<void> {
+  const startedAt = new Date(ctx.clock.now()).toISOString();
+  await writeServerInfo(ctx.projectRoot, ctx.store.paths, { pid: process.pid, port, startedAt, ...info });
+}
+
+/** A server.json as the schema reads it; throws when it is missing or does not fit. */
+export function readServerInfo(file: string): ServerInfo {
+  return ServerInfoSchema.parse(JSON.parse(readFileSync(file, "utf8")));
+}
