@@ -78,7 +78,8 @@ const failed: string[] = [];
 /**
  * The 1-minute load average decays with a one-minute time constant: after a group that kept five processes busy it
  * stays above the core count for a minute or more, and the next group would be judged noisy for what this bench did.
- * Wait (up to SETTLE_MAX_MS) until it is back at or below the core count; a machine that stays busier is noted as such.
+ * Before each group, wait (up to SETTLE_MAX_MS) until it is back at or below the core count; a machine that stays
+ * busier is noted as such.
  */
 const SETTLE_MAX_MS = 150_000;
 async function settleLoad(cores: number): Promise<void> {
@@ -86,11 +87,9 @@ async function settleLoad(cores: number): Promise<void> {
   while ((os.loadavg()[0] ?? 0) > cores && performance.now() < deadline) await Bun.sleep(2_000);
 }
 
-let first = true;
 for (const group of GROUPS) {
   if (only && !only.has(group.id)) continue;
-  if (!first) await settleLoad(machine.cores);
-  first = false;
+  await settleLoad(machine.cores);
   const before = os.loadavg()[0] ?? 0;
   process.stderr.write(`figure ${group.id}… (load ${before.toFixed(2)})\n`);
   try {
