@@ -61,7 +61,8 @@ export interface GitApi {
   /** A new worktree at `dir` checking out an existing branch. */
   checkoutWorktree(repo: string, dir: string, branch: string): Promise<void>;
   /** Remove a clean worktree (`git worktree remove`, without --force: git itself refuses a dirty one). */
-  removeWorktree(repo: string, dir: string): Promise<void>;
+  /** `force`: also one with changes or submodules (only for a checkout nobody has used: a spare we just made). */
+  removeWorktree(repo: string, dir: string, options?: { force?: boolean }): Promise<void>;
   /** Forget worktrees whose directory is gone. */
   pruneWorktrees(repo: string): Promise<void>;
   /** Delete a branch, only while it still points at `expectedTip` (so a commit made meanwhile is never lost). */

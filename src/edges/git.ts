@@ -171,8 +171,8 @@ export class GitCli implements GitApi {
     await this.ok(repo, ["worktree", "add", "--quiet", "--", dir, branch]);
   }
 
-  async removeWorktree(repo: string, dir: string): Promise<void> {
-    await this.ok(repo, ["worktree", "remove", "--", dir]);
+  async removeWorktree(repo: string, dir: string, options: { force?: boolean } = {}): Promise<void> {
+    await this.ok(repo, ["worktree", "remove", ...(options.force ? ["--force"] : []), "--", dir]);
   }
 
   async pruneWorktrees(repo: string): Promise<void> {

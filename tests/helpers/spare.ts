@@ -32,10 +32,15 @@ export interface SpareTeam {
 }
 
 /** A repository (app.txt, lib/util.txt) and team `alpha` created with `worktrees: true`: its spare is on its way. */
-export async function spareTeam(options: Parameters<typeof makeTestContext>[0] = {}): Promise<SpareTeam> {
+export async function spareTeam(
+  options: Parameters<typeof makeTestContext>[0] = {},
+  /** Runs on the repository before the team exists (and so before its first spare is made). */
+  prepare?: (repo: string) => Promise<void>,
+): Promise<SpareTeam> {
   const ctx = await makeTestContext({ promptRetryDelayMs: 0, ...options });
   await mkdir(path.join(ctx.projectRoot, "lib"));
   const base = await initRepo(ctx.projectRoot, { "app.txt": "v1\n", "lib/util.txt": "u\n" });
+  await prepare?.(ctx.projectRoot);
   const call = toolCaller(ctx);
   const created = await call<{ success: boolean; error?: string }>(
     "create-team",

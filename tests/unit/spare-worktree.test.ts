@@ -254,3 +254,23 @@ describe("without spares", () => {
     expect(readdirSync(betaDir).sort()).toEqual([`.spare-${base}`, spawned.name]);
   });
 });
+
+describe("a repository whose fresh checkouts are not clean", () => {
+  test("a post-checkout hook that writes a file: the fresh spare is removed at once, no more are made, spawns check out", async () => {
+    team = await spareTeam({}, async (repo) => {
+      const hook = path.join(repo, ".git", "hooks", "post-checkout");
+      await writeFile(hook, "#!/bin/sh\necho generated > generated.txt\n", { mode: 0o755 });
+    });
+    ({ ctx, call, base } = team);
+    await sparesSettled(ctx);
+    // Nothing is left of it: no spare, no half-made or set-aside checkout.
+    expect(entries()).toEqual([]);
+    const first = await spawnOk();
+    await sparesSettled(ctx);
+    const second = await spawnOk();
+    await sparesSettled(ctx);
+    expect(entries()).toEqual([first.name, second.name].sort());
+    expect(git(ctx.projectRoot, "worktree", "list", "--porcelain")).not.toContain(".spare-");
+    expect(first.worktree).toMatchObject({ branch: `teams/alpha/${first.name}`, base });
+  });
+});

@@ -19,6 +19,11 @@ const SET_ASIDE = ".set-aside-";
 /** Passes of one maker: another request arrived, or HEAD moved, while it made a spare. */
 const MAX_PASSES = 3;
 
+/** A spare that this repository cannot use (see makeSpare): no more are made for the team in this process. */
+class UnusableSpare extends Error {}
+/** `<repo>\0<team>` of the teams whose spares proved unusable here: their spawns check out, as without spares. */
+const noSpares = new Set<string>();
+
 /** The team's spare for `commit`. */
 export function spareDir(ctx: TeamsContext, teamName: string, commit: string): string {
   return path.join(teamWorktreesDir(ctx, teamName), `${SPARE}${commit}`);
@@ -213,6 +218,7 @@ async function keepSpare(ctx: TeamsContext, teamName: string, maker: Maker): Pro
 async function makeSpare(ctx: TeamsContext, teamName: string): Promise<boolean> {
   const git = gitOf(ctx);
   const repo = await leaderRepo(ctx);
+  if (noSpares.has(`${repo}\0${teamName}`)) return false;
   const head = await git.headCommit(repo);
   if (!head) return false;
   const teamDir = teamWorktreesDir(ctx, teamName);
@@ -229,12 +235,27 @@ async function makeSpare(ctx: TeamsContext, teamName: string): Promise<boolean> 
   const making = path.join(teamDir, `${MAKING}${unique(ctx)}`);
   await git.addDetachedWorktree(repo, making, head, { lowPriority: true });
   try {
+    // A checkout that is not clean straight away (a post-checkout hook that writes files) would be set aside by
+    // every claim and a new one made after it: one full checkout left behind per spawn.
+    const unfit = await unfitReason(ctx, git, making, head);
+    if (unfit) {
+      throw new UnusableSpare(
+        `a fresh checkout of ${head.slice(0, 12)} is not clean (${unfit}); this team's spawns check out without a spare`,
+      );
+    }
     // Only a maker holding the lock creates `spare` (claims only take it away), so it is still absent; were it not,
     // git would move the new one inside it.
     if (await exists(ctx, spare)) throw new Error(`${spare} appeared while the spare was made`);
-    await git.moveWorktree(repo, making, spare);
+    // Fails for a checkout with submodules (git moves none): then no claim could take it either.
+    await git.moveWorktree(repo, making, spare).catch((error: unknown) => {
+      throw new UnusableSpare(
+        `git cannot move it (${errorText(error)}); this team's spawns check out without a spare`,
+      );
+    });
   } catch (error) {
-    await git.removeWorktree(repo, making).catch(() => {});
+    // Made seconds ago by this maker and used by nobody: removed whatever the hook or git put in it.
+    await git.removeWorktree(repo, making, { force: true }).catch(() => {});
+    if (error instanceof UnusableSpare) noSpares.add(`${repo}\0${teamName}`);
     throw error;
   }
   ctx.log("debug", `spare worktree ${spare} made`);
