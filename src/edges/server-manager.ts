@@ -357,11 +357,12 @@ export class ServerManager {
     if (!credentials) return info.auth ? { kind: "unauthorized", info } : { kind: "open", info };
     const trustKey =
       this.verifiedKey && `${this.verifiedKey} ${credentials.username}:${credentials.password}`;
-    if (trustKey && this.healthy?.key === trustKey && Date.now() - this.healthy.at < HEALTH_TRUST_MS) {
+    // A monotonic clock: a wall clock stepped back would stretch the trust.
+    if (trustKey && this.healthy?.key === trustKey && performance.now() - this.healthy.at < HEALTH_TRUST_MS) {
       return { kind: "healthy", server: this.wrap(info) };
     }
     const health = await probeHealthRepeatedly(urlOf(info.port), credentials, attempts, timeoutMs);
-    this.healthy = health === "healthy" && trustKey ? { key: trustKey, at: Date.now() } : undefined;
+    this.healthy = health === "healthy" && trustKey ? { key: trustKey, at: performance.now() } : undefined;
     if (health === "healthy") return { kind: "healthy", server: this.wrap(info) };
     if (health === "unauthorized") return { kind: "unauthorized", info };
     return { kind: "unresponsive", info, why: "its health check does not answer" };
@@ -371,6 +372,14 @@ export class ServerManager {
     return new ServerStartError(
       `the project's server at ${urlOf(info.port)} (pid ${info.pid}) refuses our credentials; set OPENCODE_SERVER_PASSWORD (and OPENCODE_SERVER_USERNAME) to the ones it was started with, or stop it with \`opencode-teams server stop\``,
     );
+  }
+
+  /**
+   * A request to the server failed: the next ensureRunning probes its health again instead of trusting the last
+   * answer, so a server that hangs meets the "unresponsive" path rather than another timed-out request.
+   */
+  forgetHealthy(): void {
+    this.healthy = undefined;
   }
 
   /** The recorded server when it is verified ours; never starts one and sends nothing to it. */

@@ -25,7 +25,7 @@ export interface TeamsEdges {
    * What the project server is (checked, never started), stopping it, and whether this process started it. Absent
    * where nothing looks at the server (test fixtures of other operations).
    */
-  serverControl?: Pick<ServerManager, "report" | "stop" | "startedByThisProcess">;
+  serverControl?: Pick<ServerManager, "report" | "stop" | "startedByThisProcess" | "forgetHealthy">;
   /** The `opencode` binary the agents' panes run (`opencode attach`): the one the project server runs. Default "opencode". */
   opencodeBinary?(): string;
   /** The OpenCode server of this process (the one that loaded the plugin); hosts the leader's session when the leader runs here. */

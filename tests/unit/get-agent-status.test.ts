@@ -220,6 +220,7 @@ describe("get-agent-status: includeServer", () => {
       },
       stop: async () => ({ stopped: false, detail: "not in this test" }),
       startedByThisProcess: async () => false,
+      forgetHealthy: () => {},
     };
   }
 

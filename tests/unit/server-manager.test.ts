@@ -94,6 +94,11 @@ describe("ensureRunning", () => {
         .ensureRunning()
         .catch((e: unknown) => e);
       expect(fresh).toBeInstanceOf(ServerStartError);
+      // A failed request (spawn's session creation) drops the trust: the same manager then probes again.
+      servers.forgetHealthy();
+      const probed = await servers.ensureRunning().catch((e: unknown) => e);
+      expect(probed).toBeInstanceOf(ServerStartError);
+      expect((probed as Error).message).toContain("is left running");
       // Same pid, but its listening socket is gone: the trust went with it.
       process.kill(first.info.pid, "SIGUSR1");
       for (let i = 0; i < 100 && (await servers.current()); i++) await Bun.sleep(20);

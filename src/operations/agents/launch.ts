@@ -127,7 +127,7 @@ async function bringUp(
   const place = await placeAgent(ctx, spec.worktree, spec.cwd, team.name, name);
   if (place.undo) rollback.push("the worktree", place.undo);
 
-  const sessionId = await sessionFor(spec, { agentId, name, cwd: place.cwd }, steps, rollback);
+  const sessionId = await sessionFor(ctx, spec, { agentId, name, cwd: place.cwd }, steps, rollback);
   const color = await allocateColor(ctx, team.name, agentId);
   rollback.push("the color", () => releaseColor(ctx, agentId));
   const up: Launching = {
@@ -146,6 +146,7 @@ async function bringUp(
 
 /** The session to continue (resume), or a new one titled with the agent's identity. */
 async function sessionFor(
+  ctx: TeamsContext,
   spec: LaunchSpec,
   who: { agentId: string; name: string; cwd: string },
   steps: StepClock,
@@ -160,6 +161,7 @@ async function sessionFor(
       directory: who.cwd,
     }));
   } catch (error) {
+    ctx.edges.serverControl?.forgetHealthy();
     throw new StepFailure(`Failed to create SDK session: ${errorText(error)}`);
   }
   rollback.push("the session", () => spec.server.api.deleteSession(sessionId));
