@@ -4,7 +4,7 @@ import { readFile, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import path from "node:path";
 import { collectWorktrees } from "../../src/cli/worktrees.ts";
-import { refillSpare, spareDir, sparesSettled } from "../../src/operations/worktrees/spare.ts";
+import { claimSpare, refillSpare, spareDir, sparesSettled } from "../../src/operations/worktrees/spare.ts";
 import type { AgentWorktree } from "../../src/state/schemas.ts";
 import type { TestContext } from "../helpers/context.ts";
 import { commitFile, git } from "../helpers/git.ts";
@@ -272,5 +272,28 @@ describe("a repository whose fresh checkouts are not clean", () => {
     expect(entries()).toEqual([first.name, second.name].sort());
     expect(git(ctx.projectRoot, "worktree", "list", "--porcelain")).not.toContain(".spare-");
     expect(first.worktree).toMatchObject({ branch: `teams/alpha/${first.name}`, base });
+  });
+});
+
+describe("a claim that meets a directory made at the same moment", () => {
+  test("git moves the spare inside it: the spare goes back, the other agent's worktree is left as it is", async () => {
+    await setUp();
+    const spare = await readySpare();
+    // Another spawn of the same name checked out its worktree between this spawn's check and its move.
+    const dir = path.join(teamDir(), "alice");
+    git(ctx.projectRoot, "worktree", "add", "--quiet", "-b", "teams/alpha/alice", "--", dir, base);
+    await writeFile(path.join(dir, "work.txt"), "alice's work\n");
+    const claimed = await claimSpare(ctx, {
+      repo: ctx.projectRoot,
+      base,
+      teamName: "alpha",
+      dir,
+      branch: "teams/alpha/alice-2",
+    });
+    expect(claimed).toBe(false);
+    expect(await readFile(path.join(dir, "work.txt"), "utf8")).toBe("alice's work\n");
+    expect(git(dir, "branch", "--show-current")).toBe("teams/alpha/alice");
+    expect(inode(spare.dir)).toBe(spare.ino);
+    expect(entries()).toEqual([path.basename(spare.dir), "alice"].sort());
   });
 });

@@ -66,6 +66,13 @@ export async function claimSpare(ctx: TeamsContext, claim: SpareClaim): Promise<
     ctx.log("debug", `spare worktree ${spare} not claimed: ${errorText(error)}`);
     return false;
   }
+  // `dir` appeared between the caller's check and the move (a spawn of the same name at the same moment): git then
+  // moved the spare inside it. Put it back; `dir` is that other agent's and is not touched.
+  const inside = path.join(dir, path.basename(spare));
+  if ((await ctx.edges.files.kind(inside, { follow: false })) === "directory") {
+    await giveBack(ctx, repo, inside, spare);
+    return false;
+  }
   const unfit = await unfitReason(ctx, git, dir, base);
   if (unfit) {
     await setAside(ctx, repo, dir, unfit);
