@@ -70,7 +70,7 @@ export async function claimSpare(ctx: TeamsContext, claim: SpareClaim): Promise<
   // moved the spare inside it. Put it back; `dir` is that other agent's and is not touched.
   const inside = path.join(dir, path.basename(spare));
   if ((await ctx.edges.files.kind(inside, { follow: false })) === "directory") {
-    await giveBack(ctx, repo, inside, spare);
+    await giveBack(ctx, claim, inside, spare);
     return false;
   }
   const unfit = await unfitReason(ctx, git, dir, base);
@@ -83,7 +83,7 @@ export async function claimSpare(ctx: TeamsContext, claim: SpareClaim): Promise<
   } catch (error) {
     // The branch appeared since it was checked: the checkout path fails on it too, in git's words.
     ctx.log("debug", `spare worktree not used: ${errorText(error)}`);
-    await giveBack(ctx, repo, dir, spare);
+    await giveBack(ctx, claim, dir, spare);
     return false;
   }
   try {
@@ -91,7 +91,7 @@ export async function claimSpare(ctx: TeamsContext, claim: SpareClaim): Promise<
   } catch (error) {
     ctx.log("warn", `spare worktree not used: ${errorText(error)}`);
     await git.deleteBranch(repo, branch, base).catch(() => {});
-    await giveBack(ctx, repo, dir, spare);
+    await giveBack(ctx, claim, dir, spare);
     return false;
   }
   ctx.log("info", `spare worktree ${spare} taken as ${dir}`, { branch });
@@ -142,15 +142,26 @@ async function setAside(ctx: TeamsContext, repo: string, dir: string, why: strin
   }
 }
 
-/** A claimed spare not used after all goes back to its name, or (the name taken meanwhile) is removed: it is clean. */
-async function giveBack(ctx: TeamsContext, repo: string, dir: string, spare: string): Promise<void> {
+/**
+ * A claimed spare not used after all goes back to its name, under the team's spare lock (a maker holding it may be
+ * creating that name: git would move one into the other). With the lock busy or the name taken, it is removed (it is
+ * clean; one git will not remove is set aside).
+ */
+async function giveBack(ctx: TeamsContext, claim: SpareClaim, dir: string, spare: string): Promise<void> {
   const git = gitOf(ctx);
+  const release = await ctx.store.trySpareLock(claim.teamName).catch(() => undefined);
   try {
-    if (await exists(ctx, spare)) await git.removeWorktree(repo, dir);
-    else await git.moveWorktree(repo, dir, spare);
+    if (release && !(await exists(ctx, spare))) {
+      await git.moveWorktree(claim.repo, dir, spare);
+      return;
+    }
   } catch (error) {
     ctx.log("warn", `spare worktree at ${dir} could not be put back: ${errorText(error)}`);
+    return;
+  } finally {
+    await release?.();
   }
+  await retire(ctx, claim.repo, dir, teamWorktreesDir(ctx, claim.teamName));
 }
 
 /** This process's makers, per context and team: tests and the bench wait for them (sparesSettled). */
@@ -307,12 +318,18 @@ function isLeftover(ctx: TeamsContext, entry: OurWorktree, ready: string): boole
 }
 
 /**
- * A stale spare or a dead maker's leftover: moved out of its name first (a claim racing with the removal of a spare
- * would get a half-deleted tree), then removed; one that git will not remove (written into) is set aside.
+ * A stale spare, a dead maker's leftover or a claimed spare given back: moved out of its name first, into `into`
+ * (a claim racing with the removal of a spare would get a half-deleted tree), then removed; one that git will not
+ * remove (written into) is set aside.
  */
-async function retire(ctx: TeamsContext, repo: string, stale: string): Promise<void> {
+async function retire(
+  ctx: TeamsContext,
+  repo: string,
+  stale: string,
+  into = path.dirname(stale),
+): Promise<void> {
   const git = gitOf(ctx);
-  const retiring = path.join(path.dirname(stale), `${RETIRING}${unique(ctx)}`);
+  const retiring = path.join(into, `${RETIRING}${unique(ctx)}`);
   try {
     await git.moveWorktree(repo, stale, retiring);
   } catch (error) {
