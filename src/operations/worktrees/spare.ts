@@ -261,8 +261,8 @@ async function makeSpare(ctx: TeamsContext, teamName: string): Promise<boolean> 
         `a fresh checkout of ${head.slice(0, 12)} is not clean (${unfit}); this team's spawns check out without a spare`,
       );
     }
-    // Only a maker holding the lock creates `spare` (claims only take it away), so it is still absent; were it not,
-    // git would move the new one inside it.
+    // Only a holder of the team's spare lock creates `spare` (this maker, or a claim giving one back; claims only
+    // take it away), so it is still absent; were it not, git would move the new one inside it.
     if (await exists(ctx, spare)) throw new Error(`${spare} appeared while the spare was made`);
     // Fails for a checkout with submodules (git moves none): then no claim could take it either.
     await git.moveWorktree(repo, making, spare).catch((error: unknown) => {

@@ -2,7 +2,7 @@ import path from "node:path";
 import type { GitApi } from "../../edges/git-api.ts";
 import type { AgentState, AgentWorktree, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
-import { CallerError } from "../result.ts";
+import { CallerError, errorText } from "../result.ts";
 import { exists, gitOf, leaderRepo, worktreeDir, worktreesRoot } from "./repo.ts";
 import { claimSpare } from "./spare.ts";
 
@@ -20,10 +20,6 @@ export interface WorktreePlan {
 
 /** How launchAgent gets an agent's worktree: a new one (spawn) or the agent's own again (resume). */
 export type WorktreeRequest = { create: WorktreePlan } | { reenter: AgentWorktree };
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 /**
  * spawn-agent's `worktree` (else the team's `worktrees` default) turned into a plan, checked before anything is
@@ -194,7 +190,7 @@ export async function removeIfUnchanged(
     ctx.log("info", `worktree ${worktree.path} removed`, { branch: worktree.branch });
     return [];
   } catch (error) {
-    return [`Worktree ${worktree.path} left in place: ${message(error)}`];
+    return [`Worktree ${worktree.path} left in place: ${errorText(error)}`];
   }
 }
 
@@ -231,7 +227,7 @@ async function worktreeWarnings(ctx: TeamsContext, agent: AgentState): Promise<s
     const repo = await leaderRepo(ctx);
     if (!(await ctx.edges.git.branchTip(repo, branch))) warnings.push(`worktree branch ${branch} is gone`);
   } catch (error) {
-    warnings.push(`worktree branch ${branch} cannot be checked: ${message(error)}`);
+    warnings.push(`worktree branch ${branch} cannot be checked: ${errorText(error)}`);
   }
   return warnings;
 }
