@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { readFileSync, statSync, unlinkSync } from "node:fs";
+import { constants, readFileSync, statSync, unlinkSync } from "node:fs";
 import { link, rename, rm, unlink, utimes, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import path from "node:path";
@@ -25,6 +25,20 @@ const HOST = hostname();
 
 export class LockTimeoutError extends Error {
   override name = "LockTimeoutError";
+}
+
+/** The lock's directory does not exist and the caller said not to create it (see `LockPlacement`). */
+export class LockDirectoryMissingError extends Error {
+  override name = "LockDirectoryMissingError";
+}
+
+export interface LockPlacement {
+  /**
+   * Create the lock's directory when it is missing (the default). Off for a lock on something that lives in that
+   * directory: a missing directory then means the thing does not exist, and a lock must not bring the directory into
+   * being (a heartbeat naming a team that does not exist would leave an empty team behind).
+   */
+  createDir?: boolean;
 }
 
 /** Locks this process holds, removed if it exits while holding them (a crash leaves them to go stale instead). */
@@ -178,16 +192,21 @@ function sameStale(seen: Seen, judged: Seen, staleMs: number): boolean {
   );
 }
 
+/** Numeric open flags: with "wx", Bun adds an ftruncate after the write, a wasted system call on a file just made. */
+const CREATE_EXCLUSIVE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL;
+
 /** Create `file` exclusively holding `owner`; false when it exists. */
-async function tryCreate(file: string, owner: string): Promise<boolean> {
+async function tryCreate(file: string, owner: string, placement: LockPlacement = {}): Promise<boolean> {
   try {
     // One native call (open O_EXCL, write, close). A failed write leaves an ownerless lock that goes stale; it is not
     // removed here, since an error does not say whose file it is.
-    await writeFile(file, owner, { flag: "wx", mode: PRIVATE_FILE_MODE });
+    await writeFile(file, owner, { flag: CREATE_EXCLUSIVE, mode: PRIVATE_FILE_MODE });
     return true;
   } catch (error) {
     if (code(error) === "EEXIST") return false;
     if (code(error) !== "ENOENT") throw error;
+    if (placement.createDir === false)
+      throw new LockDirectoryMissingError(`No directory for the lock ${file}`);
     await makePrivateDir(path.dirname(file));
     return false;
   }
@@ -199,13 +218,18 @@ async function tryCreate(file: string, owner: string): Promise<boolean> {
  * small file costs a third of a mkdir/rmdir pair on ext4, and heartbeats take a lock each.) An abandoned lock (see
  * isStale), file or directory, is removed under the takeover guard; then the attempt competes to create it as usual.
  */
-async function tryAcquire(lock: string, owner: string, staleMs: number): Promise<boolean> {
-  if (await tryCreate(lock, owner)) return true;
+async function tryAcquire(
+  lock: string,
+  owner: string,
+  staleMs: number,
+  placement: LockPlacement = {},
+): Promise<boolean> {
+  if (await tryCreate(lock, owner, placement)) return true;
   const judged = inspect(lock);
   // Gone meanwhile: the holder just released it.
   if (!judged || !isStale(judged, staleMs)) return false;
   const removal = await removeUnderGuard(lock, staleMs, (seen) => sameStale(seen, judged, staleMs));
-  return removal === "removed" && (await tryCreate(lock, owner));
+  return removal === "removed" && (await tryCreate(lock, owner, placement));
 }
 
 /** Ours, and young enough that nobody can be taking it over: it may be removed without the guard. */
@@ -264,12 +288,16 @@ async function refresh(lock: string, owner: string): Promise<void> {
 }
 
 /** Take the lock on `file`; returns the function that releases it. */
-async function acquireFileLock(file: string, timing: Partial<LockTiming>): Promise<() => Promise<void>> {
+async function acquireFileLock(
+  file: string,
+  timing: Partial<LockTiming>,
+  placement: LockPlacement,
+): Promise<() => Promise<void>> {
   const full = { ...DEFAULT_TIMING, ...timing };
   const lock = `${file}.lock`;
   const owner = newOwnerToken();
   await retryUntil(
-    () => tryAcquire(lock, owner, full.staleMs),
+    () => tryAcquire(lock, owner, full.staleMs, placement),
     full.maxWaitMs,
     `waiting for the lock on ${file}`,
   );
@@ -317,8 +345,9 @@ export async function withFileLock<T>(
   file: string,
   fn: () => Promise<T>,
   timing: Partial<LockTiming> = {},
+  placement: LockPlacement = {},
 ): Promise<T> {
-  const release = await acquireFileLock(file, timing);
+  const release = await acquireFileLock(file, timing, placement);
   try {
     return await fn();
   } finally {

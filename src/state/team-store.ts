@@ -1,11 +1,11 @@
-import { readFile, rm, stat } from "node:fs/promises";
+import { readFile, rm } from "node:fs/promises";
 import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { mapLimit } from "../map-limit.ts";
 import { ColorStore } from "./color-store.ts";
 import { readSlot, writeSlot } from "./heartbeat-slot.ts";
 import { HistoryStore } from "./history-store.ts";
-import { type LockTiming, tryFileLock, withFileLock } from "./lock.ts";
+import { type LockPlacement, type LockTiming, tryFileLock, withFileLock } from "./lock.ts";
 import { tightenDir } from "./modes.ts";
 import { NoticeDigestStore } from "./notice-digest-store.ts";
 import { isAgentId, type StoragePaths } from "./paths.ts";
@@ -253,14 +253,6 @@ export class TeamStore {
     });
   }
 
-  /** Whether the agent's state file exists (a stat; nothing is read or created). */
-  hasAgentFile(teamName: string, agentId: string): Promise<boolean> {
-    return stat(this.paths.agentState(teamName, agentId)).then(
-      () => true,
-      () => false,
-    );
-  }
-
   /** Remove an agent's state file and heartbeat slot (a spawn rolled back). */
   async removeAgentFiles(teamName: string, agentId: string): Promise<void> {
     await rm(this.paths.agentState(teamName, agentId), { force: true });
@@ -291,8 +283,13 @@ export class TeamStore {
   }
 
   /** Run `fn` holding the agent's lock: per-agent locks keep heartbeats of different agents from contending. */
-  withAgentLock<T>(teamName: string, agentId: string, fn: () => Promise<T>): Promise<T> {
-    return withFileLock(this.paths.agentState(teamName, agentId), fn, this.lockTiming);
+  withAgentLock<T>(
+    teamName: string,
+    agentId: string,
+    fn: () => Promise<T>,
+    placement: LockPlacement = {},
+  ): Promise<T> {
+    return withFileLock(this.paths.agentState(teamName, agentId), fn, this.lockTiming, placement);
   }
 
   /**

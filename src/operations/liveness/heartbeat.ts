@@ -1,3 +1,4 @@
+import { LockDirectoryMissingError } from "../../state/lock.ts";
 import { assertAgentId, assertTeamName, InvalidNameError } from "../../state/paths.ts";
 import type {
   AgentState,
@@ -112,22 +113,28 @@ export async function heartbeat(
       );
     }
   }
-  const { store } = ctx;
-  // Taking the lock creates the agents directory; never do that for a team or agent that does not exist.
-  if (!(await store.hasAgentFile(input.teamName, input.agentId))) {
-    await loadTeam(ctx, input.teamName);
-    return fail(notFound(input.agentId));
-  }
   let outcome: OpResult<HeartbeatOutput> | undefined;
   try {
-    outcome = await store.withAgentLock(input.teamName, input.agentId, () => beat(ctx, input, sessionId));
+    // The lock must not create the agents directory: a heartbeat naming a team that does not exist leaves nothing.
+    outcome = await ctx.store.withAgentLock(
+      input.teamName,
+      input.agentId,
+      () => beat(ctx, input, sessionId),
+      {
+        createDir: false,
+      },
+    );
   } catch (error) {
+    if (error instanceof LockDirectoryMissingError) {
+      await loadTeam(ctx, input.teamName);
+      return fail(notFound(input.agentId));
+    }
     if (error instanceof CallerError || error instanceof InvalidNameError) throw error;
     // Lock timeouts land here too: the agent can simply retry on its next heartbeat.
     const details = error instanceof Error ? error.message : String(error);
     return fail(`Failed to update heartbeat: ${details}`);
   }
-  // Undefined: the file vanished between the check and the lock.
+  // Undefined: no agent file (never was, or removed).
   return outcome ?? fail(notFound(input.agentId));
 }
 
