@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, test } from "bun:test";
+import { createHash } from "node:crypto";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -103,6 +104,13 @@ describe("heartbeat slot", () => {
     const mixed = newer.slice(0, 70) + older.slice(70);
     expect(decodeSlot(mixed)).toEqual({ ok: false, problem: "checksum mismatch" });
     expect(decodeSlot(newer).ok).toBe(true);
+  });
+
+  test("the checksum is the SHA-1 hex of the body, so slots written by earlier versions still read", () => {
+    const line = encodeSlot(record).toString().trim();
+    const space = line.indexOf(" ");
+    const body = line.slice(space + 1);
+    expect(line.slice(0, space)).toBe(createHash("sha1").update(body).digest("hex"));
   });
 
   test("a damaged slot is moved aside and reported", async () => {
