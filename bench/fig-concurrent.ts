@@ -66,8 +66,9 @@ async function round(role: "writer" | "floor", seconds: number) {
  * slots, rounds taken by turns with the heartbeat rounds. Target 2x, as for one heartbeat (figure 1).
  */
 export async function benchConcurrent(quick: boolean): Promise<Figure[]> {
-  const seconds = quick ? 3 : 10;
-  const rounds = quick ? 1 : 3;
+  // Five processes on the machine's cores swing from round to round: more, shorter rounds for a steadier median.
+  const seconds = quick ? 3 : 6;
+  const rounds = quick ? 1 : 5;
   const rates: number[] = [];
   const floorRates: number[] = [];
   const lost: number[] = [];

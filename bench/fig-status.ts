@@ -28,7 +28,8 @@ export async function benchStatus(quick: boolean): Promise<Figure[]> {
     const tripwire = `${tripwireDir}/00000000-0000-4000-8000-000000000000.json`;
     await Bun.write(tripwire, "{ damaged");
     for (const size of SIZES) await seedTeam(ctx, `team-${size}`, size);
-    const runs = quick ? 10 : 40;
+    // Small teams take a few ms a call: many more runs for a steady median, at little cost.
+    const runsFor = (size: number) => (quick ? 10 : size <= 100 ? 200 : 40);
     const figures: Figure[] = [];
     const medians: number[] = [];
     for (const size of SIZES) {
@@ -66,7 +67,7 @@ export async function benchStatus(quick: boolean): Promise<Figure[]> {
         () => floor(false),
       );
       await interleaved(
-        runs,
+        runsFor(size),
         () => status(true),
         () => floor(true),
       );
@@ -88,7 +89,7 @@ export async function benchStatus(quick: boolean): Promise<Figure[]> {
       const perAgent = ((medians[2] ?? 0) - (medians[1] ?? 0)) / 900;
       last.notes = `${(perAgent * 1000).toFixed(0)} µs per extra agent; other teams' files untouched`;
     }
-    note(`get-agent-status: ${runs} runs per size`);
+    note(`get-agent-status: ${SIZES.map((size) => `${runsFor(size)} runs of ${size}`).join(", ")}`);
     return figures;
   } finally {
     await ctx.cleanup();

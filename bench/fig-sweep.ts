@@ -80,7 +80,9 @@ export async function benchSweep(quick: boolean): Promise<Figure[]> {
 
 /** 3a and 3b, by turns with their floors. */
 async function freshSweeps(quick: boolean): Promise<Figure[]> {
-  const runs = quick ? 3 : 10;
+  const runs = quick ? 3 : 20;
+  /** Steady-state sweeps per round: a few ms each, so several for a steady median. */
+  const warmPerRound = 5;
   const cold: number[] = [];
   const warm: number[] = [];
   const readFloor: number[] = [];
@@ -96,26 +98,31 @@ async function freshSweeps(quick: boolean): Promise<Figure[]> {
         const sweeper = new StaleSweeper(fresh);
         const coldMs = await timed(() => sweeper.sweep());
         fresh.clock.advance(15_000);
-        const report = await sweeper.sweep();
-        if (report.checked !== AGENTS || report.inactive.length > 0)
-          throw new Error("fresh sweep went wrong");
+        const warmMs: number[] = [];
+        for (let n = 0; n < warmPerRound; n++) {
+          const report = await sweeper.sweep();
+          if (report.checked !== AGENTS || report.inactive.length > 0)
+            throw new Error("fresh sweep went wrong");
+          warmMs.push(report.durationMs);
+        }
         fresh.clock.advance(-15_000);
         if (round === 0) return;
         cold.push(coldMs);
-        warm.push(report.durationMs);
+        warm.push(...warmMs);
       },
       async (round) => {
         const readMs = await timed(() => readAndParseAll(dir));
-        const listMs = await timed(() => listOnly(dir));
+        const listMs: number[] = [];
+        for (let n = 0; n < warmPerRound; n++) listMs.push(await timed(() => listOnly(dir)));
         if (round === 0) return;
         readFloor.push(readMs);
-        listFloor.push(listMs);
+        listFloor.push(...listMs);
       },
     );
   } finally {
     await fresh.cleanup();
   }
-  note(`sweep: fresh ${runs} runs`);
+  note(`sweep: fresh ${runs} runs (${warmPerRound} steady-state sweeps each)`);
   return [
     figure("3a", "sweep of 1000 fresh agents, new sweeper (reads every file)", "ms", cold, {
       floor: { what: "read and parse 1001 agent files and slots", samples: readFloor, maxRatio: 2 },
@@ -128,10 +135,12 @@ async function freshSweeps(quick: boolean): Promise<Figure[]> {
 
 /** 3c and 3d: `count` agents going inactive in one sweep, by turns with the replay of what it wrote. */
 async function inactiveSweeps(quick: boolean): Promise<Figure[]> {
-  const inactiveRuns = quick ? 2 : 5;
-  const hundred = await goingInactive(100, inactiveRuns);
-  const thousand = await goingInactive(AGENTS, inactiveRuns);
-  note(`sweep: inactive ${inactiveRuns} runs of 100 and of ${AGENTS}`);
+  // fsync times swing from run to run: as many runs as the bench's time allows (a run of 1000 takes seconds).
+  const hundredRuns = quick ? 2 : 9;
+  const thousandRuns = quick ? 2 : 7;
+  const hundred = await goingInactive(100, hundredRuns);
+  const thousand = await goingInactive(AGENTS, thousandRuns);
+  note(`sweep: inactive ${hundredRuns} runs of 100, ${thousandRuns} of ${AGENTS}`);
   const durable = (series: DurableSeries, count: number) => ({
     floor: {
       what: `read and parse ${count + 1} agent files and slots, then ${series.files} durable file replaces (what it wrote)`,
