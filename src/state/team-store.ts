@@ -33,6 +33,7 @@ import {
   readJson,
   type UpdateOutcome,
   updateJson,
+  type WriteOptions,
   writeJson,
 } from "./store.ts";
 import { newTaskSeries } from "./task-series.ts";
@@ -238,8 +239,15 @@ export class TeamStore {
     return this.noted(teamName, await readJson(this.paths.agentState(teamName, agentId), AgentStateSchema));
   }
 
-  async writeAgent(state: AgentState): Promise<void> {
-    await writeJson(this.paths.agentState(state.teamName, state.agentId), AgentStateSchema, state);
+  /**
+   * Replace an agent's file atomically. Durable (flushed before the rename) unless `durable: false`, which liveness
+   * uses for what a power cut makes moot anyway: an active/idle flip, a waiting request, an error, misses reset.
+   * Every agent process dies with the machine, and the sweep that follows judges them from the facts, so such a
+   * write need not wait for the disk; an fsync waits for every program's dirty data and held the agent's lock for
+   * up to 1.6 s while panes booted, stalling the spawn that waited for it.
+   */
+  async writeAgent(state: AgentState, options: WriteOptions = {}): Promise<void> {
+    await writeJson(this.paths.agentState(state.teamName, state.agentId), AgentStateSchema, state, options);
   }
 
   /**

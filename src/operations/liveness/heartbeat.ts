@@ -173,7 +173,8 @@ async function beat(
       lastMissAt: undefined,
       updatedAt: nowIso,
     };
-    await store.writeAgent(next);
+    // Liveness only (status, misses reset): see TeamStore.writeAgent.
+    await store.writeAgent(next, { durable: false });
   }
   return {
     success: true as const,

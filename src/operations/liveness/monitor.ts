@@ -396,7 +396,8 @@ export class EventMonitor {
         ...(isEvent ? { lastEventAt: nowIso } : {}),
         updatedAt: nowIso,
       };
-      await store.writeAgent(next);
+      // Liveness only (status, waiting request, error): see TeamStore.writeAgent.
+      await store.writeAgent(next, { durable: false });
     }
     return announce ? { next, outcome: { asked: { agent: next, request: signal.request } } } : { next };
   }
