@@ -227,44 +227,40 @@ async function spawnSeries(
 }
 
 /**
- * The floor of 7b: the same kill and DELETE as the figure on a hand-made session and pane, and tmux's own notice of the
- * pane's death (a pane-exited hook signalling a `tmux wait-for` channel), the earliest anyone can know. Returns the
- * whole (kill, notice, DELETE) and the notice alone, in seconds.
+ * The floor of 7b: the same kill and DELETE as the figure, on a hand-spawned agent (a session that got the same prompt,
+ * with `opencode attach` in a pane: OpenCode deletes such a session more slowly than an empty one), and tmux's own
+ * notice of the pane's death (a pane-exited hook signalling a `tmux wait-for` channel), the earliest anyone can know.
+ * Returns the whole (kill, notice, DELETE) and the notice alone, in seconds.
  */
 async function deathFloor(
   project: Project,
   socket: string,
+  agent: Spawned,
   n: number,
 ): Promise<{ whole: number; notice: number }> {
   const query = `directory=${encodeURIComponent(project.dir)}`;
-  const { id } = (await (
-    await post(`${project.url}/session?${query}`, { title: `floor-death-${n}` }, project.headers)
-  ).json()) as {
-    id: string;
-  };
-  const pane = floorPane(socket, ["sleep", "3600"]);
   const channel = `floor-died-${n}`;
   // A hook of the floor session (it keeps a window): a pane's own hooks go with the pane before they could run.
   const hook = tmux.tmux(socket, ["set-hook", "-t", FLOOR_SESSION, "pane-exited", `wait-for -S ${channel}`]);
   if (hook.code !== 0) throw new Error(`set-hook: ${hook.stderr}`);
-  const env = { ...process.env };
-  delete env.TMUX;
   const waiter = Bun.spawn(["tmux", "-L", socket, "wait-for", channel], {
-    env,
+    env: tmuxClientEnv(),
     stdout: "ignore",
     stderr: "ignore",
   });
   // Let the waiter connect before the kill, so the notice is timed and not the waiter's start.
   await Bun.sleep(200);
   const started = performance.now();
-  process.kill(pane.panePid, "SIGKILL");
+  const panePid = tmux.listPanes(socket).find((p) => p.paneId === agent.paneId)?.panePid;
+  if (!panePid) throw new Error(`the hand-made pane ${agent.paneId} is gone before its kill`);
+  process.kill(panePid, "SIGKILL");
   const noticed = await Promise.race([waiter.exited.then(() => true), Bun.sleep(10_000).then(() => false)]);
   if (!noticed) {
     waiter.kill();
     throw new Error("tmux gave no pane-exited notice within 10 s");
   }
   const notice = performance.now() - started;
-  const response = await fetch(`${project.url}/session/${id}?${query}`, {
+  const response = await fetch(`${project.url}/session/${agent.sessionId}?${query}`, {
     method: "DELETE",
     headers: project.headers,
     signal: AbortSignal.timeout(10_000),
@@ -294,9 +290,10 @@ async function detectDeleted(
   main: OpencodeServer,
   project: () => Project,
   socket: string,
-  agents: readonly Spawned[],
+  victims: { agents: readonly Spawned[]; hand: readonly Spawned[] },
   out: RealSamples,
 ): Promise<void> {
+  const { agents, hand } = victims;
   const ctx = buildContext({
     projectRoot: main.projectDir,
     options: parseOptions({ tmuxSocket: socket }),
@@ -328,7 +325,7 @@ async function detectDeleted(
         out.deleted.push((performance.now() - started) / 1000);
       },
       async (n) => {
-        const floor = await deathFloor(project(), socket, n);
+        const floor = await deathFloor(project(), socket, hand[n] as Spawned, n);
         out.deletedFloor.push(floor.whole);
         out.deathNotice.push(floor.notice);
       },
@@ -371,13 +368,20 @@ async function warmRuns(
   );
   note(`spawn: ${runs} warm back to back, and ${runs} by hand`);
   const spawned = [first, ...backToBack.spawned];
-  await detectDeleted(main, current, socket, spawned.slice(0, deleteRuns), out);
+  await detectDeleted(
+    main,
+    current,
+    socket,
+    { agents: spawned.slice(0, deleteRuns), hand: backToBack.hand.slice(0, deleteRuns) },
+    out,
+  );
   note(`session deleted: ${out.deleted.length} runs`);
 
   // Spaced, each after the previous pane has settled, into a second team. The first team's panes go first: an idle
   // `opencode attach` keeps drawing (~4% of a core each here), so with them still up this series would measure how
   // many agents run rather than the pace.
-  for (const agent of [...spawned.slice(deleteRuns), ...backToBack.hand]) killPane(socket, agent);
+  for (const agent of [...spawned.slice(deleteRuns), ...backToBack.hand.slice(deleteRuns)])
+    killPane(socket, agent);
   // A leader session of its own: the first team's leader now gets notices of those panes closing, and a notice
   // landing between a scripted call and the model's turn would take that call's place.
   const spacedLeader = await main.createSession("leader-spaced");
@@ -509,7 +513,7 @@ function realFigures(out: RealSamples): Figure[] {
       out.deleted,
       {
         floor: {
-          what: "same kill + DELETE by hand, tmux pane-exited hook to wait-for",
+          what: "same kill + DELETE of a hand-spawned agent, tmux pane-exited hook to wait-for",
           samples: out.deletedFloor,
           maxRatio: 2,
           also: { what: "the hook's notice alone", samples: out.deathNotice },
