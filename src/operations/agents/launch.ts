@@ -84,23 +84,29 @@ export async function launchAgent(
   steps: StepClock,
 ): Promise<OpResult<SpawnAgentOutput>> {
   const rollback = new Rollback(ctx);
+  let paneOpening: ReturnType<typeof paneOpener> | undefined;
   try {
     const up = await bringUp(ctx, spec, steps, rollback);
-    // The pane opens after the prompt is on its way: `opencode attach` takes a core for a second or two to boot, and
-    // on a small machine the delivery should not have to compete with it.
-    const openPane = paneOpener(ctx, spec, up, steps, rollback);
+    // The pane opens once the server has accepted the prompt, while the spawn waits for it to land: the pane's tmux
+    // calls and its `opencode attach` boot overlap that wait instead of following it.
+    paneOpening = paneOpener(ctx, spec, up, rollback);
     steps.progress("prompt", `Delivering the prompt to ${up.name}`);
-    const delivered = await deliverFirstPrompt(ctx, spec, up, openPane);
-    const pane = spec.headless ? undefined : await openPane();
+    const delivered = await deliverFirstPrompt(ctx, spec, up, paneOpening.open);
+    if (!spec.headless) steps.progress("pane", `Opening a tmux pane for ${up.name}`);
+    const pane = spec.headless ? undefined : await paneOpening.open();
     steps.mark("activate");
     const registered = await activate(ctx, spec, up, delivered, pane);
-    steps.mark("pane-check");
-    await checkPane(ctx, registered, up.sessionId, pane);
-    steps.mark("history");
-    up.warnings.push(...(await recordRun(ctx, registered)));
+    // Both only read what is now recorded; the history's durable write need not wait for the pane's settle.
+    steps.mark("check-and-history");
+    const [, history] = await Promise.all([
+      checkPane(ctx, registered, up.sessionId, pane),
+      recordRun(ctx, registered),
+    ]);
+    up.warnings.push(...history);
     steps.mark("done");
     return launched(ctx, spec, { up, registered, pane, delivered, steps });
   } catch (error) {
+    await paneOpening?.settled();
     const problems = await rollback.run();
     const text = error instanceof StepFailure || error instanceof CallerError ? error.message : null;
     if (text === null) ctx.log("error", "launching an agent failed", { error: errorText(error) });
@@ -203,13 +209,11 @@ function paneOpener(
   ctx: TeamsContext,
   spec: LaunchSpec,
   up: Launching,
-  steps: StepClock,
   rollback: Rollback,
-): () => Promise<AgentPane> {
-  let pane: AgentPane | undefined;
-  return async () => {
-    if (pane) return pane;
-    steps.progress("pane", `Opening a tmux pane for ${up.name}`);
+): { open: () => Promise<AgentPane>; settled: () => Promise<void> } {
+  // One opening however many callers ask (the delivery's early start, its pane fallback, the launch itself).
+  let opening: Promise<AgentPane> | undefined;
+  const open = async (): Promise<AgentPane> => {
     let opened: AgentPane;
     try {
       opened = await openAgentPane(ctx, {
@@ -226,9 +230,18 @@ function paneOpener(
     } catch (error) {
       throw new StepFailure(`Failed to create tmux pane: ${errorText(error)}`);
     }
-    pane = opened;
     rollback.push("the pane", () => closeAgentPane(ctx, paneOwner(up.sessionId, opened)));
     return opened;
+  };
+  return {
+    open: () => {
+      opening ??= open();
+      return opening;
+    },
+    // A rollback must wait for an opening under way: the pane's undo is pushed only once it is open.
+    settled: async () => {
+      await opening?.catch(() => undefined);
+    },
   };
 }
 
@@ -246,6 +259,11 @@ function deliverFirstPrompt(
     ...(spec.headless
       ? {}
       : {
+          // Started now, awaited by the launch: a failure to open is its error (caught here only so that it is
+          // not reported unhandled while the delivery still runs).
+          onAccepted: () => {
+            openPane().catch(() => {});
+          },
           pane: async () => {
             const opened = await openPane();
             return { ...agentPaneRef(paneOwner(up.sessionId, opened)), openedAt: opened.openedAt };

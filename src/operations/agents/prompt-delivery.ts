@@ -18,6 +18,8 @@ export interface DeliveryOptions {
   pane?: () => Promise<PaneRef & { openedAt?: number }>;
   /** The session's message count when the caller knows it (a session just created has none). */
   messagesBefore?: number;
+  /** Called once, when the server first accepts the prompt: the caller's next step may start while it lands. */
+  onAccepted?: () => void;
 }
 
 /** Poll the session's message count until it grows past `before` or `windowMs` passes. */
@@ -89,6 +91,7 @@ async function viaSdk(
     if (Number.isFinite(before)) {
       try {
         await api.promptAsync(sessionId, text, options.model ? { model: options.model } : {});
+        if (attempt === 1) options.onAccepted?.();
         if (await landed(ctx.clock, api, sessionId, before, delay)) return { landed: true, before };
         problems.push(`attempt ${attempt}: accepted, but no new message appeared within ${delay} ms`);
       } catch (error) {
