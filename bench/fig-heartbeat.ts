@@ -4,8 +4,8 @@ import { note, seedTeam, timed } from "./setup.ts";
 import { type Figure, figure } from "./stats.ts";
 import { benchTools } from "./tool.ts";
 
-/** Calls per round; rounds of the tool and of the floors alternate. */
-const ROUND = 100;
+/** Calls per round; rounds of the tool and of the floors alternate, short ones so a busy moment hits both alike. */
+const ROUND = 10;
 
 /**
  * 1. The heartbeat tool, called in-process the way OpenCode calls it, round-robin over a team of 10. Its floor is the
@@ -20,7 +20,7 @@ export async function benchHeartbeat(quick: boolean): Promise<Figure[]> {
   try {
     const call = benchTools(ctx);
     const team = await seedTeam(ctx, "hb", 10);
-    const rounds = quick ? 5 : 30;
+    const rounds = quick ? 50 : 300;
     const samples: number[] = [];
     const locked: number[] = [];
     const bare: number[] = [];
@@ -57,7 +57,7 @@ export async function benchHeartbeat(quick: boolean): Promise<Figure[]> {
     };
     // The first rounds warm up the JIT and the page cache.
     await interleaved(
-      2,
+      20,
       () => heartbeatRound(false),
       () => floorRound(false),
     );
