@@ -1,10 +1,9 @@
-import { randomBytes } from "node:crypto";
 import { link, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { makePrivateDir, PRIVATE_FILE_MODE } from "./modes.ts";
+import { makePrivateDir } from "./modes.ts";
 import { type HeartbeatRecord, HeartbeatRecordSchema } from "./schemas.ts";
-import { corruptWarning, quarantine } from "./store.ts";
+import { corruptWarning, quarantine, writeTemp } from "./store.ts";
 
 /**
  * Heartbeats are the hottest write we have. Replacing a file by rename costs ~1.5 ms on ext4 (it forces a data
@@ -111,9 +110,8 @@ export async function readSlot(file: string): Promise<SlotRead> {
 /** A new slot appears whole (temp file linked into place), never empty; one another writer made first is rewritten. */
 async function createSlot(file: string, slot: Buffer): Promise<void> {
   await makePrivateDir(path.dirname(file));
-  const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  const temp = await writeTemp(file, slot, false);
   try {
-    await writeFile(temp, slot, { mode: PRIVATE_FILE_MODE });
     await link(temp, file);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;

@@ -142,7 +142,7 @@ type JsonWriter = <S extends z.ZodType>(
  * `text` written whole under a fresh temporary name beside `file` (flushed when `durable`): the caller puts it in place
  * with one atomic call. A crash before that leaves only a `.tmp` file, which no reader takes for state.
  */
-async function writeTemp(file: string, text: string, durable: boolean): Promise<string> {
+export async function writeTemp(file: string, text: string | Buffer, durable: boolean): Promise<string> {
   const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
   const handle = await open(temp, "wx", PRIVATE_FILE_MODE);
   try {
