@@ -1,9 +1,10 @@
+import { closeSync, openSync, readSync } from "node:fs";
 import { link, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { makePrivateDir } from "./modes.ts";
 import { type HeartbeatRecord, HeartbeatRecordSchema } from "./schemas.ts";
-import { corruptWarning, quarantine, writeTemp } from "./store.ts";
+import { corruptWarning, quarantine, type ReadOptions, writeTemp } from "./store.ts";
 
 /**
  * Heartbeats are the hottest write we have. Replacing a file by rename costs ~1.5 ms on ext4 (it forces a data
@@ -68,12 +69,27 @@ function decodeUpToLastBrace(bytes: Buffer, length: number): Decoded {
  * in a brace and matches the checksum can only be the whole record. (Bun.file's sliced read is measurably cheaper
  * here than a FileHandle's open/read/close.) Returns the bytes it decoded too: a failed decode read the whole slot.
  */
-async function readRecord(file: string): Promise<{ decoded: Decoded; bytes: Buffer }> {
-  const head = Buffer.from(await Bun.file(file).slice(0, HEAD_BYTES).arrayBuffer());
+async function readRecord(file: string, options: ReadOptions): Promise<{ decoded: Decoded; bytes: Buffer }> {
+  const head = options.blocking
+    ? readBytesNow(file, HEAD_BYTES)
+    : Buffer.from(await Bun.file(file).slice(0, HEAD_BYTES).arrayBuffer());
   const fromHead = decodeUpToLastBrace(head, head.length);
   if (fromHead.ok || head.length < HEAD_BYTES) return { decoded: fromHead, bytes: head };
-  const whole = Buffer.from(await Bun.file(file).arrayBuffer());
+  const whole = options.blocking
+    ? readBytesNow(file, SLOT_SIZE)
+    : Buffer.from(await Bun.file(file).arrayBuffer());
   return { decoded: decodeUpToLastBrace(whole, whole.length), bytes: whole };
+}
+
+/** Up to `length` bytes from the start of `file`, with blocking calls (see ReadOptions). */
+function readBytesNow(file: string, length: number): Buffer {
+  const fd = openSync(file, "r");
+  try {
+    const bytes = Buffer.allocUnsafe(length);
+    return bytes.subarray(0, readSync(fd, bytes, 0, length, 0));
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /**
@@ -82,7 +98,7 @@ async function readRecord(file: string): Promise<{ decoded: Decoded; bytes: Buff
  */
 const TORN_READ_DELAYS_MS = [0, 1, 2, 5, 10];
 
-export async function readSlot(file: string): Promise<SlotRead> {
+export async function readSlot(file: string, options: ReadOptions = {}): Promise<SlotRead> {
   for (let reread = 0; ; reread++) {
     let problem = "";
     let bytes: Buffer = Buffer.alloc(0);
@@ -90,7 +106,7 @@ export async function readSlot(file: string): Promise<SlotRead> {
       if (delay > 0) await sleep(delay);
       let read: Awaited<ReturnType<typeof readRecord>>;
       try {
-        read = await readRecord(file);
+        read = await readRecord(file, options);
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "missing" };
         throw error;

@@ -8,7 +8,7 @@ import { HistoryStore } from "./history-store.ts";
 import { type LockPlacement, type LockTiming, tryFileLock, withFileLock } from "./lock.ts";
 import { tightenDir } from "./modes.ts";
 import { NoticeDigestStore } from "./notice-digest-store.ts";
-import { isAgentId, type StoragePaths } from "./paths.ts";
+import { assertAgentId, isAgentId, type StoragePaths } from "./paths.ts";
 import { type SalvagedAgent, salvageAgent } from "./salvage.ts";
 import {
   type AgentState,
@@ -29,6 +29,7 @@ import {
   ensureStorageRoot,
   listDir,
   parseJson,
+  type ReadOptions,
   type ReadResult,
   readJson,
   type UpdateOutcome,
@@ -235,8 +236,26 @@ export class TeamStore {
 
   // Agents
 
-  async readAgent(teamName: string, agentId: string): Promise<ReadResult<AgentState>> {
-    return this.noted(teamName, await readJson(this.paths.agentState(teamName, agentId), AgentStateSchema));
+  async readAgent(
+    teamName: string,
+    agentId: string,
+    options: ReadOptions = {},
+  ): Promise<ReadResult<AgentState>> {
+    return this.noted(
+      teamName,
+      await readJson(this.paths.agentState(teamName, agentId), AgentStateSchema, options),
+    );
+  }
+
+  /**
+   * What a heartbeat reads under the agent's lock: the agent's file and its liveness slot, with blocking reads (see
+   * ReadOptions): two small files just written, where two thread-pool round trips cost a heartbeat a quarter of its
+   * time.
+   */
+  async readLiveness(teamName: string, agentId: string) {
+    const agent = await this.readAgent(teamName, agentId, { blocking: true });
+    const slot = await this.readHeartbeat(teamName, agentId, { blocking: true });
+    return { agent, slot };
   }
 
   /**
@@ -344,8 +363,17 @@ export class TeamStore {
   async readHeartbeat(
     teamName: string,
     agentId: string,
+    options: ReadOptions = {},
   ): Promise<{ record?: HeartbeatRecord; warning?: string }> {
-    const slot = this.noted(teamName, await readSlot(this.paths.heartbeatSlot(teamName, agentId)));
+    return this.slotOf(teamName, this.paths.heartbeatSlot(teamName, agentId), options);
+  }
+
+  private async slotOf(
+    teamName: string,
+    file: string,
+    options: ReadOptions = {},
+  ): Promise<{ record?: HeartbeatRecord; warning?: string }> {
+    const slot = this.noted(teamName, await readSlot(file, options));
     if (slot.kind === "ok") return { record: slot.record };
     if (slot.kind === "corrupt") return { warning: slot.warning };
     return {};
@@ -362,11 +390,15 @@ export class TeamStore {
 
   /** Views of the given agents, read afresh (no cache), in the order of `agentIds`. */
   readAgentViews(teamName: string, agentIds: readonly string[]) {
+    // The team's directory once, not twice per agent (see StoragePaths.agentFilesOf); every id is still checked.
+    const filesOf = this.paths.agentFilesOf(teamName);
     return Promise.all(
       agentIds.map(async (agentId) => {
+        assertAgentId(agentId);
+        const files = filesOf(agentId);
         const [state, heartbeat] = await Promise.all([
-          this.readAgent(teamName, agentId),
-          this.readHeartbeat(teamName, agentId),
+          readJson(files.state, AgentStateSchema).then((read) => this.noted(teamName, read)),
+          this.slotOf(teamName, files.slot),
         ]);
         return viewOf(state, heartbeat);
       }),

@@ -26,6 +26,20 @@ describe("json store", () => {
     expect(await readJson(file, Counter)).toEqual({ kind: "ok", value: { version: 1, count: 3 } });
   });
 
+  test("a blocking read (ReadOptions) finds what an async one finds: value, missing, damage moved aside", async () => {
+    const root = await tempDir();
+    const file = path.join(root, "b.json");
+    expect(await readJson(file, Counter, { blocking: true })).toEqual({ kind: "missing" });
+    await writeJson(file, Counter, { version: 1, count: 3 });
+    expect(await readJson(file, Counter, { blocking: true })).toEqual({
+      kind: "ok",
+      value: { version: 1, count: 3 },
+    });
+    await writeFile(file, '{"version":1,"cou');
+    expect((await readJson(file, Counter, { blocking: true })).kind).toBe("corrupt");
+    expect((await readdir(root)).some((name) => name.startsWith("b.json.corrupt-"))).toBe(true);
+  });
+
   test("a value that fails its schema is refused before anything is written", async () => {
     const file = path.join(await tempDir(), "x.json");
     await expect(writeJson(file, Counter, { version: 1, count: 1.5 })).rejects.toThrow();
@@ -97,6 +111,26 @@ describe("heartbeat slot", () => {
     expect((await readFile(file)).length).toBe(SLOT_SIZE);
     expect(await readSlot(file)).toEqual({ kind: "ok", record: { ...record, updates: 5 } });
   });
+
+  // A heartbeat reads its slot with blocking calls (ReadOptions); both ways must tell the same story.
+  for (const blocking of [false, true]) {
+    const how = blocking ? "blocking" : "async";
+    test(`${how} read: a record longer than the slot's head is read whole`, async () => {
+      const file = path.join(await tempDir(), "agent.hb");
+      const long = { ...record, metadata: { note: "x".repeat(6000) } };
+      await writeSlot(file, long);
+      expect(await readSlot(file, { blocking })).toEqual({ kind: "ok", record: long });
+    });
+
+    test(`${how} read: a missing slot is missing, a damaged one moved aside`, async () => {
+      const root = await tempDir();
+      const file = path.join(root, "agent.hb");
+      expect(await readSlot(file, { blocking })).toEqual({ kind: "missing" });
+      await writeFile(file, "garbage");
+      expect((await readSlot(file, { blocking })).kind).toBe("corrupt");
+      expect((await readdir(root)).some((name) => name.startsWith("agent.hb.corrupt-"))).toBe(true);
+    });
+  }
 
   test("a torn write (old and new bytes mixed) fails its checksum", () => {
     const older = encodeSlot(record).toString();

@@ -145,10 +145,7 @@ async function beat(
   sessionId: string,
 ): Promise<OpResult<HeartbeatOutput> | undefined> {
   const { store } = ctx;
-  const [read, slot] = await Promise.all([
-    store.readAgent(input.teamName, input.agentId),
-    store.readHeartbeat(input.teamName, input.agentId),
-  ]);
+  const { agent: read, slot } = await store.readLiveness(input.teamName, input.agentId);
   if (read.kind === "corrupt") return fail(notFound(input.agentId), [read.warning]);
   if (read.kind !== "ok") return undefined;
   const agent = read.value;

@@ -319,10 +319,7 @@ export class EventMonitor {
   ): Promise<ApplyOutcome | undefined> {
     const { store } = this.ctx;
     return store.withAgentLock(teamName, agentId, async () => {
-      const [read, slot] = await Promise.all([
-        store.readAgent(teamName, agentId),
-        store.readHeartbeat(teamName, agentId),
-      ]);
+      const { agent: read, slot } = await store.readLiveness(teamName, agentId);
       if (read.kind !== "ok") {
         this.tracked.delete(key);
         return undefined;
