@@ -1,8 +1,14 @@
 import { describe, expect, test } from "bun:test";
 import path from "node:path";
-import { v4 as uuidv4 } from "uuid";
+import { validate as isUuid, version as uuidVersion, v1 as uuidv1, v4 as uuidv4 } from "uuid";
 import { resolveProjectRoot } from "../../src/project-root.ts";
-import { assertAgentId, assertTeamName, resolveStorageRoot, StoragePaths } from "../../src/state/paths.ts";
+import {
+  assertAgentId,
+  assertTeamName,
+  isAgentId,
+  resolveStorageRoot,
+  StoragePaths,
+} from "../../src/state/paths.ts";
 
 const hostile = [
   "",
@@ -49,6 +55,31 @@ describe("names that become paths", () => {
     expect(() => assertAgentId(uuidv4())).not.toThrow();
     for (const bad of ["", "../x", "6ba7b810-9dad-11d1-80b4-00c04fd430c8", "not-a-uuid", `${uuidv4()}/..`]) {
       expect(() => assertAgentId(bad)).toThrow(/Invalid agent id/);
+    }
+  });
+
+  test("isAgentId's one pattern agrees with uuid's validate() and version() === 4", () => {
+    const ids = [
+      ...Array.from({ length: 200 }, () => uuidv4()),
+      uuidv4().toUpperCase(),
+      uuidv1(),
+      "00000000-0000-0000-0000-000000000000",
+      "ffffffff-ffff-ffff-ffff-ffffffffffff",
+      "6ba7b810-9dad-41d1-c0b4-00c04fd430c8",
+      ` ${uuidv4()}`,
+      `${uuidv4()}\n`,
+      uuidv4().replaceAll("-", ""),
+    ];
+    for (const id of ids) expect(isAgentId(id)).toBe(isUuid(id) && uuidVersion(id) === 4);
+  });
+
+  test("paths are what path.join gives, and stay inside the storage root", () => {
+    for (const root of ["/store", "/store/", "/a/../store", "rel/store"]) {
+      const paths = new StoragePaths(root);
+      const id = uuidv4();
+      expect(paths.agentState("alpha", id)).toBe(path.join(root, "teams", "alpha", "agents", `${id}.json`));
+      expect(paths.heartbeatSlot("alpha", id)).toBe(path.join(root, "teams", "alpha", "agents", `${id}.hb`));
+      expect(paths.teamConfig("alpha")).toBe(path.join(root, "teams", "alpha", "config.json"));
     }
   });
 
