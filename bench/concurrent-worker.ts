@@ -1,7 +1,9 @@
 /**
- * One process of figure 4. `writer`: heartbeats round-robin over the team's agents until the deadline, then prints
- * how many succeeded per agent. `floor`: the same round-robin of bare locked slot writes (the figure's floor). `reader`: reads every agent file and heartbeat slot in a loop without the store's
- * retries or quarantine, and prints what it found.
+ * One process of figure 4. `writer`: round-robin over the team's agents until the deadline, in slices of time shared
+ * by all writers (the same wall clock): heartbeats in one slice, bare locked slot writes (the figure's floor) in the
+ * next, and so on; prints how many heartbeats succeeded per agent and how many calls each slice started. `reader`:
+ * reads every agent file and heartbeat slot in a loop without the store's retries or quarantine, and prints what it
+ * found.
  */
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
@@ -17,9 +19,12 @@ import { offlineEdges } from "../tests/helpers/context.ts";
 import { lockedSlotWrite } from "./floors.ts";
 
 export interface WriterResult {
+  /** Heartbeats that succeeded, per agent. */
   ok: Record<string, number>;
   failed: number;
   statusWrites: number;
+  /** Calls started in each slice (heartbeats in heartbeat slices, floor writes in the others). */
+  slices: number[];
 }
 
 export interface ReaderResult {
@@ -33,7 +38,7 @@ export interface ReaderResult {
 
 /** What the bench passes on the command line. */
 export interface WorkerArgs {
-  role: "writer" | "floor" | "reader";
+  role: "writer" | "reader";
   root: string;
   teamName: string;
   /** agentId:sessionId pairs. */
@@ -42,6 +47,16 @@ export interface WorkerArgs {
   startAt: number;
   deadline: number;
   seed: number;
+  /** Length of a slice; slices alternate heartbeats and floor writes from `startAt` on. */
+  sliceMs: number;
+  /** Whether the first slice is a floor slice (rounds take turns, so neither kind always goes first). */
+  floorFirst: boolean;
+}
+
+/** The slice `time` falls in, and whether it is a floor slice. */
+export function sliceAt(args: WorkerArgs, time: number): { slice: number; floor: boolean } {
+  const slice = Math.floor((time - args.startAt) / args.sliceMs);
+  return { slice, floor: (slice % 2 === 0) === args.floorFirst };
 }
 
 async function writer(args: WorkerArgs): Promise<WriterResult> {
@@ -58,9 +73,18 @@ async function writer(args: WorkerArgs): Promise<WriterResult> {
     const [agentId = "", sessionId = ""] = pair.split(":");
     return { agentId, sessionId };
   });
-  const result: WriterResult = { ok: {}, failed: 0, statusWrites: 0 };
+  const floorSlots = agents.map(
+    ({ agentId }) => `${store.paths.heartbeatSlot(args.teamName, agentId)}.floor`,
+  );
+  const result: WriterResult = { ok: {}, failed: 0, statusWrites: 0, slices: [] };
   let i = args.seed;
-  while (Date.now() < args.deadline) {
+  for (let now = Date.now(); now < args.deadline; now = Date.now()) {
+    const { slice, floor } = sliceAt(args, now);
+    result.slices[slice] = (result.slices[slice] ?? 0) + 1;
+    if (floor) {
+      await lockedSlotWrite(floorSlots[i++ % floorSlots.length] as string);
+      continue;
+    }
     const agent = agents[i % agents.length];
     if (!agent) break;
     i++;
@@ -75,20 +99,6 @@ async function writer(args: WorkerArgs): Promise<WriterResult> {
       result.ok[agent.agentId] = (result.ok[agent.agentId] ?? 0) + 1;
       if (status) result.statusWrites++;
     } else result.failed++;
-  }
-  return result;
-}
-
-async function floorWriter(args: WorkerArgs): Promise<WriterResult> {
-  const paths = new StoragePaths(args.root);
-  const slots = args.agents.map(
-    (pair) => `${paths.heartbeatSlot(args.teamName, pair.split(":")[0] ?? "")}.floor`,
-  );
-  const result: WriterResult = { ok: {}, failed: 0, statusWrites: 0 };
-  for (let i = args.seed; Date.now() < args.deadline; i++) {
-    const slot = slots[i % slots.length] as string;
-    await lockedSlotWrite(slot);
-    result.ok[slot] = (result.ok[slot] ?? 0) + 1;
   }
   return result;
 }
@@ -123,11 +133,6 @@ async function reader(args: WorkerArgs): Promise<ReaderResult> {
 if (import.meta.main) {
   const args = JSON.parse(process.argv[2] ?? "{}") as WorkerArgs;
   await Bun.sleep(Math.max(0, args.startAt - Date.now()));
-  const out =
-    args.role === "writer"
-      ? await writer(args)
-      : args.role === "floor"
-        ? await floorWriter(args)
-        : await reader(args);
+  const out = args.role === "writer" ? await writer(args) : await reader(args);
   process.stdout.write(JSON.stringify(out));
 }

@@ -1,7 +1,7 @@
 import { makeTestContext } from "../tests/helpers/context.ts";
 import { bareSlotWrite, interleaved, lockedSlotWrite } from "./floors.ts";
 import { note, seedTeam, timed } from "./setup.ts";
-import { type Figure, figure } from "./stats.ts";
+import { type Figure, figure, quantile, zipRounds } from "./stats.ts";
 import { benchTools } from "./tool.ts";
 
 /** Calls per round; rounds of the tool and of the floors alternate, short ones so a busy moment hits both alike. */
@@ -24,10 +24,14 @@ export async function benchHeartbeat(quick: boolean): Promise<Figure[]> {
     const samples: number[] = [];
     const locked: number[] = [];
     const bare: number[] = [];
+    // Each round's median, either side, by round number: the ratio is taken round by round (see Floor.pairs).
+    const roundCalls: number[] = [];
+    const roundFloors: number[] = [];
     const floorFiles = team.agents.map((a) => `${ctx.store.paths.heartbeatSlot("hb", a.agentId)}.floor`);
     const slot = (i: number) => floorFiles[i % floorFiles.length] as string;
     let i = 0;
-    const heartbeatRound = async (keep: boolean) => {
+    const heartbeatRound = async (keep: boolean, round = 0) => {
+      const calls: number[] = [];
       for (let n = 0; n < ROUND; n++, i++) {
         const agent = team.agents[i % team.agents.length];
         if (!agent) throw new Error("no agent");
@@ -42,18 +46,23 @@ export async function benchHeartbeat(quick: boolean): Promise<Figure[]> {
           success = result.success;
         });
         if (!success) throw new Error("heartbeat failed");
-        if (keep) samples.push(ms);
+        calls.push(ms);
       }
+      if (!keep) return;
+      samples.push(...calls);
+      roundCalls[round] = quantile(calls, 0.5);
     };
-    const floorRound = async (keep: boolean) => {
+    const floorRound = async (keep: boolean, round = 0) => {
+      const writes: number[] = [];
       for (let n = 0; n < ROUND; n++) {
         const lockedMs = await timed(() => lockedSlotWrite(slot(n)));
         const bareMs = await timed(() => bareSlotWrite(slot(n + 1)));
-        if (keep) {
-          locked.push(lockedMs);
-          bare.push(bareMs);
-        }
+        writes.push(lockedMs);
+        if (keep) bare.push(bareMs);
       }
+      if (!keep) return;
+      locked.push(...writes);
+      roundFloors[round] = quantile(writes, 0.5);
     };
     // The first rounds warm up the JIT and the page cache.
     await interleaved(
@@ -63,8 +72,8 @@ export async function benchHeartbeat(quick: boolean): Promise<Figure[]> {
     );
     await interleaved(
       rounds,
-      () => heartbeatRound(true),
-      () => floorRound(true),
+      (round) => heartbeatRound(true, round),
+      (round) => floorRound(true, round),
     );
     note(`heartbeat: ${samples.length} calls, ${locked.length} floor writes`);
     return [
@@ -74,6 +83,7 @@ export async function benchHeartbeat(quick: boolean): Promise<Figure[]> {
           samples: locked,
           maxRatio: 2,
           also: { what: "without the lock", samples: bare },
+          pairs: zipRounds(roundCalls, roundFloors),
         },
       }),
     ];

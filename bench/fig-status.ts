@@ -2,7 +2,7 @@ import { readdir } from "node:fs/promises";
 import { makeTestContext } from "../tests/helpers/context.ts";
 import { interleaved, readAndParseAll, statAll } from "./floors.ts";
 import { leaderSession, note, seedTeam, timed } from "./setup.ts";
-import { type Figure, figure } from "./stats.ts";
+import { type Figure, figure, zipRounds } from "./stats.ts";
 import { benchTools } from "./tool.ts";
 
 const SIZES = [10, 100, 1000] as const;
@@ -77,6 +77,7 @@ export async function benchStatus(quick: boolean): Promise<Figure[]> {
           samples: reads,
           ...(size === 1000 ? { maxRatio: 1.5 } : {}),
           also: { what: "stat each", samples: stats },
+          pairs: zipRounds(samples, reads),
         },
       });
       medians.push(f.median);

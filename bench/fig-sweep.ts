@@ -5,7 +5,7 @@ import { makeTestContext, type TestContext } from "../tests/helpers/context.ts";
 import { recordServerInfo } from "../tests/helpers/server-info.ts";
 import { durableReplaces, interleaved, listOnly, readAndParseAll, snapshot, writtenFiles } from "./floors.ts";
 import { leaderSession, note, seedTeam, timed } from "./setup.ts";
-import { type Figure, figure } from "./stats.ts";
+import { type Figure, figure, zipRounds } from "./stats.ts";
 
 const AGENTS = 1000;
 
@@ -125,10 +125,15 @@ async function freshSweeps(quick: boolean): Promise<Figure[]> {
   note(`sweep: fresh ${runs} runs (${warmPerRound} steady-state sweeps each)`);
   return [
     figure("3a", "sweep of 1000 fresh agents, new sweeper (reads every file)", "ms", cold, {
-      floor: { what: "read and parse 1001 agent files and slots", samples: readFloor, maxRatio: 2 },
+      floor: {
+        what: "read and parse 1001 agent files and slots",
+        samples: readFloor,
+        maxRatio: 2,
+        pairs: zipRounds(cold, readFloor),
+      },
     }),
     figure("3b", "sweep of 1000 fresh agents, steady state", "ms", warm, {
-      floor: { what: "list the agents directory", samples: listFloor },
+      floor: { what: "list the agents directory", samples: listFloor, pairs: zipRounds(warm, listFloor) },
     }),
   ];
 }
@@ -147,6 +152,8 @@ async function inactiveSweeps(quick: boolean): Promise<Figure[]> {
       samples: series.floor,
       maxRatio: 3,
       also: { what: "the replaces alone", samples: series.writes },
+      // Each run's sweep and the replay of what it wrote are neighbours (see DurableSeries.measure).
+      pairs: zipRounds(series.samples, series.floor),
     },
   });
   return [

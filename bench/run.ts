@@ -26,7 +26,9 @@ const END = "<!-- bench:end -->";
 const LEGEND = [
   "Each figure is timed beside its floor, the least work any implementation must do for it, measured in the same run",
   "by turns with the figure's own rounds; the ratio (figure / floor, or floor / figure for rates) is what carries from",
-  'machine to machine, the absolute medians only describe this one. "met" judges the ratio (counts and simulated time',
+  "machine to machine, the absolute medians only describe this one. Where the floor column says so, the ratio is the",
+  "median of the ratios of rounds timed back to back (the disk and CPU of a shared machine have slow spells of a",
+  'fraction of a second to seconds, which a pair meets together). "met" judges the ratio (counts and simulated time',
   "against their absolute targets); a figure whose 1-minute load average was above the core count before it, or",
   'after it by more than its own processes account for, is "noisy" and not judged (before each figure the bench waits',
   "up to 150 s for the load the previous one left to fall back to the core count).",

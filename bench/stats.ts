@@ -27,6 +27,13 @@ export interface Floor {
   maxRatio?: number;
   /** A second floor shown beside the judged one (e.g. the same write without the lock). */
   also?: { what: string; samples: readonly number[] };
+  /**
+   * The figure's and the floor's value for each round, the two timed back to back (a round median, a total or a
+   * rate). When given, the ratio is the median of the rounds' ratios: the disk and the CPU of a shared machine go
+   * through slow spells of a fraction of a second to a few seconds, and a pair meets the same spell, so its ratio
+   * cancels it where the ratio of the two overall medians would not.
+   */
+  pairs?: readonly (readonly [subject: number, floor: number])[];
 }
 
 export interface Figure {
@@ -36,7 +43,14 @@ export interface Figure {
   median: number;
   p95: number;
   runs: number;
-  floor?: { what: string; median: number; maxRatio?: number; also?: { what: string; median: number } };
+  floor?: {
+    what: string;
+    median: number;
+    maxRatio?: number;
+    also?: { what: string; median: number };
+    /** How many round pairs the ratio is the median of (see Floor.pairs); absent: the ratio of the medians. */
+    pairs?: number;
+  };
   /** The figure's cost in units of its floor's; above 1 means slower than the floor. */
   ratio?: number;
   target?: string;
@@ -51,7 +65,20 @@ export interface Figure {
   notes?: string;
 }
 
-/** Ratio of a figure's median to its floor's, oriented so that 1 is "as cheap as the floor". */
+/** Pairs of the per-round values two sides stored by round number (rounds either side missed are left out). */
+export function zipRounds(
+  subject: readonly (number | undefined)[],
+  floor: readonly (number | undefined)[],
+): [number, number][] {
+  const pairs: [number, number][] = [];
+  subject.forEach((value, round) => {
+    const base = floor[round];
+    if (value !== undefined && base !== undefined) pairs.push([value, base]);
+  });
+  return pairs;
+}
+
+/** Ratio of a figure's value to its floor's, oriented so that 1 is "as cheap as the floor". */
 export function ratioOf(median: number, floor: number, higherIsBetter = false): number {
   return higherIsBetter ? floor / median : median / floor;
 }
@@ -80,7 +107,13 @@ export function figure(
       ...(floor.maxRatio !== undefined ? { maxRatio: floor.maxRatio } : {}),
       ...(floor.also ? { also: { what: floor.also.what, median: quantile(floor.also.samples, 0.5) } } : {}),
     };
-    out.ratio = ratioOf(median, floorMedian, floor.higherIsBetter);
+    if (floor.pairs && floor.pairs.length > 0) {
+      out.floor.pairs = floor.pairs.length;
+      out.ratio = quantile(
+        floor.pairs.map(([subject, base]) => ratioOf(subject, base, floor.higherIsBetter)),
+        0.5,
+      );
+    } else out.ratio = ratioOf(median, floorMedian, floor.higherIsBetter);
     if (floor.maxRatio !== undefined) {
       out.target = `<= ${floor.maxRatio}x`;
       out.met = out.ratio <= floor.maxRatio;
@@ -128,7 +161,8 @@ function verdict(f: Figure): string {
 function floorCell(f: Figure): string {
   if (!f.floor) return "";
   const also = f.floor.also ? `; ${f.floor.also.what}: ${fmt(f.floor.also.median)}` : "";
-  return `${f.floor.what}${also}`;
+  const paired = f.floor.pairs ? `; ratio: median of ${f.floor.pairs} paired rounds` : "";
+  return `${f.floor.what}${also}${paired}`;
 }
 
 /** The Markdown table the README carries, exactly as printed. */

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { figure, markdownTable, withLoad } from "../../bench/stats.ts";
+import { figure, markdownTable, withLoad, zipRounds } from "../../bench/stats.ts";
 
 describe("bench figures against their floors", () => {
   test("a time is judged by figure / floor, a rate by floor / figure", () => {
@@ -11,6 +11,34 @@ describe("bench figures against their floors", () => {
     });
     expect(rate.ratio).toBe(3);
     expect(rate.met).toBe(false);
+  });
+
+  test("with round pairs, the ratio is the median of the pairs' ratios, so a slow spell that hit both cancels", () => {
+    // A slow spell (everything three times slower) began between the two sides of round 2 and lasted: the medians'
+    // ratio says 0.67x, four of the five pairs 2x.
+    const subject = [2, 2, 2, 6, 6];
+    const floor = [1, 1, 3, 3, 3];
+    const paired = figure("1", "t", "ms", subject, {
+      floor: { what: "f", samples: floor, maxRatio: 2, pairs: zipRounds(subject, floor) },
+    });
+    expect(paired.ratio).toBeCloseTo(2);
+    expect(paired.floor?.pairs).toBe(5);
+    expect(markdownTable([paired])).toContain("median of 5 paired rounds");
+    const rate = figure("5a", "r", "1/s", [100], {
+      floor: {
+        what: "f",
+        samples: [300],
+        higherIsBetter: true,
+        pairs: [
+          [100, 300],
+          [50, 150],
+          [10, 20],
+        ],
+      },
+    });
+    expect(rate.ratio).toBe(3);
+    // Rounds only one side has are left out.
+    expect(zipRounds([1, undefined, 3], [2, 5])).toEqual([[1, 2]]);
   });
 
   test("a busy machine makes wall-clock figures noisy, not judged; counts are judged anyway", () => {
