@@ -21,7 +21,7 @@ import {
 import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
 import { interleaved } from "./floors.ts";
 import { note } from "./setup.ts";
-import { type Figure, figure, quantile } from "./stats.ts";
+import { type Figure, figure, quantile, zipRounds } from "./stats.ts";
 
 interface Spawned {
   agentId: string;
@@ -494,17 +494,37 @@ function realFigures(out: RealSamples): Figure[] {
       "spawn-agent, warm server, call -> active, back to back (agents 2-11 of a team)",
       "ms",
       out.warm,
-      { floor: { what: handFloor, samples: out.warmFloor, maxRatio: 2 } },
+      {
+        floor: {
+          what: handFloor,
+          samples: out.warmFloor,
+          maxRatio: 2,
+          pairs: zipRounds(out.warm, out.warmFloor),
+        },
+      },
     ),
     figure(
       "6a'",
       `spawn-agent, warm server, call -> active, ${SPACED_PAUSE_MS / 1000} s apart (agents 1-10 of a second team, the first one's panes closed)`,
       "ms",
       out.warmSpaced,
-      { floor: { what: handFloor, samples: out.warmSpacedFloor, maxRatio: 2 } },
+      {
+        floor: {
+          what: handFloor,
+          samples: out.warmSpacedFloor,
+          maxRatio: 2,
+          pairs: zipRounds(out.warmSpaced, out.warmSpacedFloor),
+        },
+      },
     ),
     figure("6b", "spawn-agent, cold (starts opencode serve), call -> active", "ms", out.cold, {
-      floor: { what: "opencode serve to healthy", samples: out.serveStart, maxRatio: 1.3 },
+      floor: {
+        what: "opencode serve to healthy",
+        samples: out.serveStart,
+        maxRatio: 1.3,
+        // Each cold spawn beside the server start of its own run (the leader's, just before it).
+        pairs: zipRounds(out.cold, out.serveStart),
+      },
     }),
     figure(
       "7b",
@@ -517,6 +537,7 @@ function realFigures(out: RealSamples): Figure[] {
           samples: out.deletedFloor,
           maxRatio: 2,
           also: { what: "the hook's notice alone", samples: out.deathNotice },
+          pairs: zipRounds(out.deleted, out.deletedFloor),
         },
       },
       "real server and clock; session.deleted event",
