@@ -54,7 +54,7 @@ export interface WorkerArgs {
 }
 
 /** The slice `time` falls in, and whether it is a floor slice. */
-export function sliceAt(args: WorkerArgs, time: number): { slice: number; floor: boolean } {
+function sliceAt(args: WorkerArgs, time: number): { slice: number; floor: boolean } {
   const slice = Math.floor((time - args.startAt) / args.sliceMs);
   return { slice, floor: (slice % 2 === 0) === args.floorFirst };
 }
