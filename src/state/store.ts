@@ -90,7 +90,6 @@ export function parseJson<S extends z.ZodType>(
   }
 }
 
-/** Read and validate a JSON state file. A damaged file is quarantined and reported, not thrown. */
 /**
  * `blocking`: read with a blocking call. Only for a small file read under its lock on a hot path (a heartbeat): it was
  * just written, so the page cache answers in microseconds, where a round trip through the thread pool costs several
@@ -100,6 +99,7 @@ export interface ReadOptions {
   blocking?: boolean;
 }
 
+/** Read and validate a JSON state file. A damaged file is quarantined and reported, not thrown. */
 export async function readJson<S extends z.ZodType>(
   file: string,
   schema: S,

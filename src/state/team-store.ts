@@ -241,10 +241,15 @@ export class TeamStore {
     agentId: string,
     options: ReadOptions = {},
   ): Promise<ReadResult<AgentState>> {
-    return this.noted(
-      teamName,
-      await readJson(this.paths.agentState(teamName, agentId), AgentStateSchema, options),
-    );
+    return this.agentAt(teamName, this.paths.agentState(teamName, agentId), options);
+  }
+
+  private async agentAt(
+    teamName: string,
+    file: string,
+    options: ReadOptions = {},
+  ): Promise<ReadResult<AgentState>> {
+    return this.noted(teamName, await readJson(file, AgentStateSchema, options));
   }
 
   /**
@@ -397,7 +402,7 @@ export class TeamStore {
         assertAgentId(agentId);
         const files = filesOf(agentId);
         const [state, heartbeat] = await Promise.all([
-          readJson(files.state, AgentStateSchema).then((read) => this.noted(teamName, read)),
+          this.agentAt(teamName, files.state),
           this.slotOf(teamName, files.slot),
         ]);
         return viewOf(state, heartbeat);
