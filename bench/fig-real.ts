@@ -1,14 +1,10 @@
-import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { basicAuthHeaders } from "../src/edges/opencode-client.ts";
+import { pathToFileURL } from "node:url";
 import { processRunning, terminateProcess } from "../src/edges/process-info.ts";
-import { recordedCredentials } from "../src/edges/server-auth.ts";
-import { quoteTmuxArg } from "../src/edges/tmux.ts";
 import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
 import { startLiveness } from "../src/operations/liveness/background.ts";
 import { parseOptions } from "../src/options.ts";
 import { buildContext } from "../src/plugin.ts";
-import { type ServerInfo, ServerInfoSchema } from "../src/state/schemas.ts";
 import {
   type MockModel,
   OPENCODE_BIN,
@@ -20,17 +16,19 @@ import {
 } from "../tests/e2e/harness/index.ts";
 import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
 import { interleaved } from "./floors.ts";
+import {
+  FLOOR_SESSION,
+  type Project,
+  projectOf,
+  type Spawned,
+  serverInfo,
+  tmuxClientEnv,
+} from "./hand-spawn.ts";
 import { note } from "./setup.ts";
 import { type Figure, figure, quantile, zipRounds } from "./stats.ts";
 
-interface Spawned {
-  agentId: string;
-  sessionId: string;
-  paneId?: string;
-  status: string;
-}
-
-const TEAMS_DIR = path.join(".opencode", "opencode-teams");
+/** The floor of a warm spawn as a tool of the leader's OpenCode, loaded beside the plugin. */
+const FLOOR_PLUGIN = pathToFileURL(path.join(import.meta.dir, "floor-plugin.ts")).href;
 /** Long enough for the previous pane's `opencode attach` to finish booting. */
 const SPACED_PAUSE_MS = 3_000;
 
@@ -49,18 +47,6 @@ async function callTool<T>(
   return { output: JSON.parse(result.output ?? "null") as T, ms };
 }
 
-function serverInfo(projectDir: string): ServerInfo | undefined {
-  const file = path.join(projectDir, TEAMS_DIR, "servers");
-  try {
-    const [hash] = readdirSync(file);
-    return ServerInfoSchema.parse(
-      JSON.parse(readFileSync(path.join(file, hash ?? "", "server.json"), "utf8")),
-    );
-  } catch {
-    return undefined;
-  }
-}
-
 /** One spawn-agent call on a warm server; its time goes to `samples`. */
 async function warmSpawn(
   server: OpencodeServer,
@@ -74,35 +60,35 @@ async function warmSpawn(
   return next.output;
 }
 
+/** The floor of a warm spawn: the hand-made spawn, called by the same leader the same way (floor-plugin.ts). */
+async function toolHandSpawn(
+  server: OpencodeServer,
+  leader: string,
+  title: string,
+  samples: number[],
+): Promise<Spawned> {
+  const hand = await callTool<Spawned>(server, leader, "bench-hand-spawn", { title });
+  samples.push(hand.ms);
+  return hand.output;
+}
+
+/** kill-agent, called by the agent's leader: its pane, attach process and session go, its file says terminated. */
+async function stopAgent(
+  server: OpencodeServer,
+  leader: string,
+  teamName: string,
+  agent: Spawned,
+): Promise<void> {
+  const args = { teamName, agentId: agent.agentId, force: true };
+  const killed = await callTool<{ success: boolean; error?: string }>(server, leader, "kill-agent", args);
+  if (!killed.output.success) throw new Error(`kill-agent: ${killed.output.error}`);
+}
+
 /** Close an agent's pane and make sure its `opencode attach` is gone. */
 function killPane(socket: string, agent: Spawned): void {
   const panePid = tmux.listPanes(socket).find((p) => p.paneId === agent.paneId)?.panePid;
   if (agent.paneId) tmux.tmux(socket, ["kill-pane", "-t", agent.paneId]);
   if (panePid && processRunning(panePid)) process.kill(panePid, "SIGKILL");
-}
-
-/** The project server the plugin started, as a hand-made spawn reaches it (with the password it recorded). */
-interface Project {
-  url: string;
-  dir: string;
-  headers: Record<string, string>;
-  info: ServerInfo;
-}
-
-function projectOf(info: ServerInfo, dir: string): Project {
-  const headers = basicAuthHeaders(recordedCredentials(info) ?? {});
-  return { url: `http://127.0.0.1:${info.port}`, dir, headers, info };
-}
-
-/** Floor panes live in a tmux session of their own on the plugin's tmux server (same server, same environment). */
-const FLOOR_SESSION = "floor";
-
-/** tmux on the private socket, without the $TMUX of a terminal the bench may run in. */
-function tmuxClientEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  delete env.TMUX;
-  delete env.TMUX_PANE;
-  return env;
 }
 
 /** The floor session, made once before any floor is timed: a window that stays, so the session (and its hooks) outlive its other panes. */
@@ -122,86 +108,10 @@ function floorSession(socket: string): void {
   if (made.code !== 0) throw new Error(`floor session: ${made.stderr}`);
 }
 
-/**
- * A floor pane in one tmux client, as the plugin opens its panes: `env` (the server's password) goes with `new-window
- * -e` through `source-file -` on stdin, never argv, and only into this pane.
- */
-function floorPane(
-  socket: string,
-  command: string[],
-  env: Record<string, string> = {},
-): { paneId: string; panePid: number } {
-  const line = [
-    "new-window",
-    ...Object.entries(env).flatMap(([key, value]) => ["-e", `${key}=${value}`]),
-    "-d",
-    "-t",
-    `=${FLOOR_SESSION}:`,
-    "-P",
-    "-F",
-    "#{pane_id} #{pane_pid}",
-    "--",
-    ...command,
-  ]
-    .map(quoteTmuxArg)
-    .join(" ");
-  const out = Bun.spawnSync(["tmux", "-L", socket, "source-file", "-"], {
-    stdin: Buffer.from(`${line}\n`),
-    env: tmuxClientEnv(),
-  });
-  const [paneId = "", pid = "0"] = out.stdout.toString().trim().split(" ");
-  if (out.exitCode !== 0 || !/^%\d+$/.test(paneId)) throw new Error(`floor pane: ${out.stderr.toString()}`);
-  return { paneId, panePid: Number(pid) };
-}
-
-/** The environment the plugin gives an agent's pane: the server's password, when it has one. */
-function paneEnv(info: ServerInfo): Record<string, string> {
-  const credentials = recordedCredentials(info);
-  return credentials
-    ? { OPENCODE_SERVER_PASSWORD: credentials.password, OPENCODE_SERVER_USERNAME: credentials.username }
-    : {};
-}
-
-async function post(url: string, body: unknown, auth: Record<string, string>): Promise<Response> {
-  const response = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...auth },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(30_000),
-  });
-  if (!response.ok) throw new Error(`POST ${url}: ${response.status} ${await response.text()}`);
-  return response;
-}
-
-/**
- * The floor of a warm spawn, by hand against the same server: POST /session, prompt_async, and a tmux pane running
- * `opencode attach` on the session; the same three steps spawn-agent takes, without the bookkeeping around them.
- */
-async function handSpawn(
-  project: Project,
-  socket: string,
-  title: string,
-  samples: number[],
-): Promise<Spawned> {
-  const query = `directory=${encodeURIComponent(project.dir)}`;
-  const started = performance.now();
-  const { id } = (await (
-    await post(`${project.url}/session?${query}`, { title }, project.headers)
-  ).json()) as {
-    id: string;
-  };
-  await post(
-    `${project.url}/session/${id}/prompt_async?${query}`,
-    { parts: [{ type: "text", text: "@@say hi" }] },
-    project.headers,
-  );
-  const pane = floorPane(
-    socket,
-    [OPENCODE_BIN, "attach", project.url, "--session", id, "--dir", project.dir],
-    paneEnv(project.info),
-  );
-  samples.push(performance.now() - started);
-  return { agentId: title, sessionId: id, paneId: pane.paneId, status: "active" };
+/** What a series does with each agent once its round is timed (nothing: it stays up). */
+interface AfterRound {
+  spawned?: (agent: Spawned) => Promise<void>;
+  hand?: (agent: Spawned) => Promise<void>;
 }
 
 /** Spawn and hand-spawn by turns (`pause` before each); the spawned agents, and the hand-made ones to close later. */
@@ -210,17 +120,22 @@ async function spawnSeries(
   pause: number,
   spawn: () => Promise<Spawned>,
   hand: () => Promise<Spawned>,
+  after: AfterRound = {},
 ): Promise<{ spawned: Spawned[]; hand: Spawned[] }> {
   const out = { spawned: [] as Spawned[], hand: [] as Spawned[] };
   await interleaved(
     runs,
     async () => {
       await Bun.sleep(pause);
-      out.spawned.push(await spawn());
+      const agent = await spawn();
+      out.spawned.push(agent);
+      await after.spawned?.(agent);
     },
     async () => {
       await Bun.sleep(pause);
-      out.hand.push(await hand());
+      const agent = await hand();
+      out.hand.push(agent);
+      await after.hand?.(agent);
     },
   );
   return out;
@@ -357,14 +272,15 @@ async function warmRuns(
     const now = serverInfo(main.projectDir);
     return now ? projectOf(now, main.projectDir) : project;
   };
-  const hand = (samples: number[]) => () => handSpawn(current(), socket, `floor-${n++}`, samples);
+  // The floor tool reads the server the plugin last recorded on each call, as spawn-agent does.
+  const hand = (by: string, samples: number[]) => () => toolHandSpawn(main, by, `floor-${n++}`, samples);
   // Back to back, as a leader spawning a team does: each pane's `opencode attach` is still booting (a core for a
   // second or two) during the next spawn, the hand-made ones' as much as the plugin's.
   const backToBack = await spawnSeries(
     runs,
     0,
     () => warmSpawn(main, leader, "bench", out.warm),
-    hand(out.warmFloor),
+    hand(leader, out.warmFloor),
   );
   note(`spawn: ${runs} warm back to back, and ${runs} by hand`);
   const spawned = [first, ...backToBack.spawned];
@@ -377,9 +293,9 @@ async function warmRuns(
   );
   note(`session deleted: ${out.deleted.length} runs`);
 
-  // Spaced, each after the previous pane has settled, into a second team. The first team's panes go first: an idle
-  // `opencode attach` keeps drawing (~4% of a core each here), so with them still up this series would measure how
-  // many agents run rather than the pace.
+  // Spaced, into a second team, each on a machine with no pane booting: the first team's panes go first, and each
+  // round's agent is stopped once it is timed. An `opencode attach` costs ~5 CPU-seconds to boot here and ~4% of a
+  // core after that, so with the panes left up this series would measure how many agents run rather than a spawn.
   for (const agent of [...spawned.slice(deleteRuns), ...backToBack.hand.slice(deleteRuns)])
     killPane(socket, agent);
   // A leader session of its own: the first team's leader now gets notices of those panes closing, and a notice
@@ -393,7 +309,11 @@ async function warmRuns(
     runs,
     SPACED_PAUSE_MS,
     () => warmSpawn(main, spacedLeader, "bench-spaced", out.warmSpaced),
-    hand(out.warmSpacedFloor),
+    hand(spacedLeader, out.warmSpacedFloor),
+    {
+      spawned: (agent) => stopAgent(main, spacedLeader, "bench-spaced", agent),
+      hand: async (agent) => killPane(socket, agent),
+    },
   );
   note(`spawn: ${runs} warm, spaced, and ${runs} by hand`);
   note(`spawn steps, median ms of the warm spawns (from the plugin's log): ${spawnStepMedians(main)}`);
@@ -423,7 +343,8 @@ function spawnStepMedians(main: OpencodeServer): string {
  * figure is the tool's own execution time as OpenCode records it (call -> agent active, prompt delivered).
  * Cold: a fresh project, so the plugin starts the project's `opencode serve` first; its floor is the same server
  * start to healthy, timed on the leader's own `opencode serve` (same binary, configuration and environment) just
- * before. Warm: floor by hand (handSpawn). 7b: the spawned agents' panes and attach processes are killed and their
+ * before. Warm: floor by hand (hand-spawn.ts), as a tool the same leader calls the same way (floor-plugin.ts), so both
+ * run inside a leader's turn in the same process and are timed by OpenCode alike. 7b: the spawned agents' panes and attach processes are killed and their
  * sessions deleted; measured until the agent file says inactive; floor: deathFloor.
  */
 export async function benchReal(quick: boolean): Promise<Figure[]> {
@@ -450,11 +371,12 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
         mockBaseUrl: mock.baseUrl,
         gitInit: true,
         pluginOptions: { tmuxSocket: socket },
+        extraPlugins: [[FLOOR_PLUGIN, { tmuxSocket: socket, opencodeBin: OPENCODE_BIN }]],
         env: { OPENCODE_TEAMS_OPENCODE_BIN: OPENCODE_BIN },
       });
       servers.push(main);
       out.serveStart.push(main.startupMs);
-      await main.waitForToolIds(["create-team", "spawn-agent"]);
+      await main.waitForToolIds(["create-team", "spawn-agent", "bench-hand-spawn"]);
       const leader = await main.createSession("leader");
       await callTool(main, leader, "create-team", { teamName: "bench" });
       const first = await callTool<Spawned>(main, leader, "spawn-agent", {
@@ -487,7 +409,8 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
  * agent file (and the bench looks every 10 ms).
  */
 function realFigures(out: RealSamples): Figure[] {
-  const handFloor = "POST /session + prompt_async + tmux pane with opencode attach, by hand";
+  const handFloor =
+    "POST /session + prompt_async + tmux pane with opencode attach, by hand, as a tool of the same leader";
   return [
     figure(
       "6a",
@@ -505,7 +428,7 @@ function realFigures(out: RealSamples): Figure[] {
     ),
     figure(
       "6a'",
-      `spawn-agent, warm server, call -> active, ${SPACED_PAUSE_MS / 1000} s apart (agents 1-10 of a second team, the first one's panes closed)`,
+      `spawn-agent, warm server, call -> active, ${SPACED_PAUSE_MS / 1000} s apart, no other pane booting (a second team; each agent stopped after its round)`,
       "ms",
       out.warmSpaced,
       {
