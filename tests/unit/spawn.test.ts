@@ -235,6 +235,24 @@ describe("spawn-agent: the flow", () => {
     const read = await readJson(info, ServerInfoSchema);
     expect(read.kind === "ok" && read.value.activeSessions).toBe(2);
   });
+
+  test("a failed spawn is not left in ServerInfo.activeSessions (the count starts before the pane opens)", async () => {
+    const info = ctx.store.paths.serverInfo(ctx.projectRoot);
+    await recordServerInfo(ctx, 28001);
+    await spawn({});
+    // The pane fails only once the count that includes the new agent has been written.
+    const counted = async () => {
+      const read = await readJson(info, ServerInfoSchema);
+      return read.kind === "ok" && read.value.activeSessions === 2;
+    };
+    ctx.tmux.openPane = async () => {
+      for (let tries = 0; tries < 400 && !(await counted()); tries++) await Bun.sleep(5);
+      throw new Error("no space for new pane");
+    };
+    expect((await spawn({})).error).toBe("Failed to create tmux pane: no space for new pane");
+    const read = await readJson(info, ServerInfoSchema);
+    expect(read.kind === "ok" && read.value.activeSessions).toBe(1);
+  });
 });
 
 describe("spawn-agent: the spec's error table", () => {

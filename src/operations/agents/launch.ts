@@ -85,8 +85,12 @@ export async function launchAgent(
 ): Promise<OpResult<SpawnAgentOutput>> {
   const rollback = new Rollback(ctx);
   let paneOpening: ReturnType<typeof paneOpener> | undefined;
+  let recount: Promise<void> | undefined;
   try {
     const up = await bringUp(ctx, spec, steps, rollback);
+    // A spawning agent already counts as running: the server's session count is taken while the prompt is being
+    // delivered instead of after the pane opens, when that pane's `opencode attach` boot competes for the CPU.
+    recount = recountSessions(ctx);
     // The pane opens once the server has accepted the prompt, while the spawn waits for it to land: the pane's tmux
     // calls and its `opencode attach` boot overlap that wait instead of following it.
     paneOpening = paneOpener(ctx, spec, up, rollback);
@@ -101,6 +105,7 @@ export async function launchAgent(
     const [, history] = await Promise.all([
       checkPane(ctx, registered, up.sessionId, pane),
       recordRun(ctx, registered),
+      recount,
     ]);
     up.warnings.push(...history);
     steps.mark("done");
@@ -108,6 +113,8 @@ export async function launchAgent(
   } catch (error) {
     await paneOpening?.settled();
     const problems = await rollback.run();
+    // The count taken early included the agent the rollback has just removed.
+    if (recount) await recount.then(() => recountSessions(ctx));
     const text = error instanceof StepFailure || error instanceof CallerError ? error.message : null;
     if (text === null) ctx.log("error", "launching an agent failed", { error: errorText(error) });
     return fail(
@@ -294,7 +301,7 @@ async function activate(
   return registered;
 }
 
-/** The pane's command must have started; meanwhile the server's active sessions are counted again. */
+/** The pane's command must have started. */
 async function checkPane(
   ctx: TeamsContext,
   registered: AgentState,
@@ -302,17 +309,17 @@ async function checkPane(
   pane: AgentPane | undefined,
 ): Promise<void> {
   // An agent that already ended has nothing left to check (and its pane was just closed on purpose).
-  const paneToCheck = registered.status === "terminated" ? undefined : pane;
-  await Promise.all([
-    paneToCheck
-      ? confirmPaneStarted(ctx, paneToCheck, sessionId).catch((error: unknown) => {
-          throw new StepFailure(`Failed to create tmux pane: ${errorText(error)}`);
-        })
-      : undefined,
-    recountActiveSessions(ctx).catch((error: unknown) => {
-      ctx.log("warn", "could not update activeSessions", { error: errorText(error) });
-    }),
-  ]);
+  if (registered.status === "terminated" || !pane) return;
+  await confirmPaneStarted(ctx, pane, sessionId).catch((error: unknown) => {
+    throw new StepFailure(`Failed to create tmux pane: ${errorText(error)}`);
+  });
+}
+
+/** The server's count of running agent sessions, taken again; a failure is only logged (the next change recounts). */
+async function recountSessions(ctx: TeamsContext): Promise<void> {
+  await recountActiveSessions(ctx).catch((error: unknown) => {
+    ctx.log("warn", "could not update activeSessions", { error: errorText(error) });
+  });
 }
 
 /** The run in the history; closed at once for an agent that ended while it was being spawned. */
