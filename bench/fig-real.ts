@@ -47,29 +47,25 @@ async function callTool<T>(
   return { output: JSON.parse(result.output ?? "null") as T, ms };
 }
 
-/** One spawn-agent call on a warm server; its time goes to `samples`. */
-async function warmSpawn(
+/**
+ * One spawn by the leader on a warm server, its time into `samples`: spawn-agent, or its floor, the hand-made spawn
+ * called by the same leader the same way (`bench-hand-spawn`, floor-plugin.ts).
+ */
+async function timedSpawn(
   server: OpencodeServer,
   leader: string,
-  teamName: string,
+  call: { tool: "spawn-agent" | "bench-hand-spawn"; args: Record<string, unknown> },
   samples: number[],
 ): Promise<Spawned> {
-  const next = await callTool<Spawned>(server, leader, "spawn-agent", { teamName, prompt: "@@say hi" });
-  if (next.output.status !== "active") throw new Error(`warm spawn: ${JSON.stringify(next.output)}`);
-  samples.push(next.ms);
-  return next.output;
+  const done = await callTool<Spawned>(server, leader, call.tool, call.args);
+  if (done.output.status !== "active") throw new Error(`${call.tool}: ${JSON.stringify(done.output)}`);
+  samples.push(done.ms);
+  return done.output;
 }
 
-/** The floor of a warm spawn: the hand-made spawn, called by the same leader the same way (floor-plugin.ts). */
-async function toolHandSpawn(
-  server: OpencodeServer,
-  leader: string,
-  title: string,
-  samples: number[],
-): Promise<Spawned> {
-  const hand = await callTool<Spawned>(server, leader, "bench-hand-spawn", { title });
-  samples.push(hand.ms);
-  return hand.output;
+/** spawn-agent's arguments for a warm spawn into `teamName`. */
+function spawnCall(teamName: string) {
+  return { tool: "spawn-agent" as const, args: { teamName, prompt: "@@say hi" } };
 }
 
 /** kill-agent, called by the agent's leader: its pane, attach process and session go, its file says terminated. */
@@ -275,13 +271,14 @@ async function warmRuns(
     return now ? projectOf(now, main.projectDir) : project;
   };
   // The floor tool reads the server the plugin last recorded on each call, as spawn-agent does.
-  const hand = (by: string, samples: number[]) => () => toolHandSpawn(main, by, `floor-${n++}`, samples);
+  const hand = (by: string, samples: number[]) => () =>
+    timedSpawn(main, by, { tool: "bench-hand-spawn", args: { title: `floor-${n++}` } }, samples);
   // Back to back, as a leader spawning a team does: each pane's `opencode attach` is still booting (a core for a
   // second or two) during the next spawn, the hand-made ones' as much as the plugin's.
   const backToBack = await spawnSeries(
     runs,
     0,
-    () => warmSpawn(main, leader, "bench", out.warm),
+    () => timedSpawn(main, leader, spawnCall("bench"), out.warm),
     hand(leader, out.warmFloor),
   );
   note(`spawn: ${runs} warm back to back, and ${runs} by hand`);
@@ -310,7 +307,7 @@ async function warmRuns(
   await spawnSeries(
     runs,
     SPACED_PAUSE_MS,
-    () => warmSpawn(main, spacedLeader, "bench-spaced", out.warmSpaced),
+    () => timedSpawn(main, spacedLeader, spawnCall("bench-spaced"), out.warmSpaced),
     hand(spacedLeader, out.warmSpacedFloor),
     {
       spawned: (agent) => stopAgent(main, spacedLeader, "bench-spaced", agent),
