@@ -17,6 +17,7 @@ import {
 import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
 import { interleaved } from "./floors.ts";
 import {
+  deleteSession,
   FLOOR_SESSION,
   type Project,
   projectOf,
@@ -29,7 +30,7 @@ import { type Figure, figure, quantile, zipRounds } from "./stats.ts";
 
 /** The floor of a warm spawn as a tool of the leader's OpenCode, loaded beside the plugin. */
 const FLOOR_PLUGIN = pathToFileURL(path.join(import.meta.dir, "floor-plugin.ts")).href;
-/** Long enough for the previous pane's `opencode attach` to finish booting. */
+/** Before each spaced round: the previous round's stopped agent and its pane's processes are gone by then. */
 const SPACED_PAUSE_MS = 3_000;
 
 /** Run one tool call in the leader's session through the scripted model; its output and how long `execute` took. */
@@ -119,21 +120,14 @@ async function spawnSeries(
   after: AfterRound = {},
 ): Promise<{ spawned: Spawned[]; hand: Spawned[] }> {
   const out = { spawned: [] as Spawned[], hand: [] as Spawned[] };
-  await interleaved(
-    runs,
-    async () => {
+  const round =
+    (make: () => Promise<Spawned>, made: Spawned[], then?: (agent: Spawned) => Promise<void>) => async () => {
       await Bun.sleep(pause);
-      const agent = await spawn();
-      out.spawned.push(agent);
-      await after.spawned?.(agent);
-    },
-    async () => {
-      await Bun.sleep(pause);
-      const agent = await hand();
-      out.hand.push(agent);
-      await after.hand?.(agent);
-    },
-  );
+      const agent = await make();
+      made.push(agent);
+      await then?.(agent);
+    };
+  await interleaved(runs, round(spawn, out.spawned, after.spawned), round(hand, out.hand, after.hand));
   return out;
 }
 
@@ -149,7 +143,6 @@ async function deathFloor(
   agent: Spawned,
   n: number,
 ): Promise<{ whole: number; notice: number }> {
-  const query = `directory=${encodeURIComponent(project.dir)}`;
   const channel = `floor-died-${n}`;
   // A hook of the floor session (it keeps a window): a pane's own hooks go with the pane before they could run.
   const hook = tmux.tmux(socket, ["set-hook", "-t", FLOOR_SESSION, "pane-exited", `wait-for -S ${channel}`]);
@@ -171,12 +164,7 @@ async function deathFloor(
     throw new Error("tmux gave no pane-exited notice within 10 s");
   }
   const notice = performance.now() - started;
-  const response = await fetch(`${project.url}/session/${agent.sessionId}?${query}`, {
-    method: "DELETE",
-    headers: project.headers,
-    signal: AbortSignal.timeout(10_000),
-  });
-  if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
+  await deleteSession(project, agent.sessionId);
   return { whole: (performance.now() - started) / 1000, notice: notice / 1000 };
 }
 
@@ -222,12 +210,7 @@ async function detectDeleted(
         const agent = agents[n] as Spawned;
         const started = performance.now();
         killPane(socket, agent);
-        const server = project();
-        const response = await fetch(
-          `${server.url}/session/${agent.sessionId}?directory=${encodeURIComponent(server.dir)}`,
-          { method: "DELETE", headers: server.headers, signal: AbortSignal.timeout(10_000) },
-        );
-        if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
+        await deleteSession(project(), agent.sessionId);
         await waitFor(
           async () => {
             const read = await ctx.store.readAgent("bench", agent.agentId);
@@ -293,8 +276,9 @@ async function warmRuns(
   note(`session deleted: ${out.deleted.length} runs`);
 
   // Spaced, into a second team, each on a machine with no pane booting: the first team's panes go first, and each
-  // round's agent is stopped once it is timed. An `opencode attach` costs ~5 CPU-seconds to boot here and ~4% of a
-  // core after that, so with the panes left up this series would measure how many agents run rather than a spawn.
+  // round's agent is stopped once it is timed. An `opencode attach` took 1.2-1.9 CPU-seconds in its first two seconds
+  // here and about a tenth of a core after that, so with the panes left up this series would measure how many agents
+  // run rather than a spawn.
   for (const agent of [...spawned.slice(deleteRuns), ...backToBack.hand.slice(deleteRuns)])
     killPane(socket, agent);
   // A leader session of its own: the first team's leader now gets notices of those panes closing, and a notice

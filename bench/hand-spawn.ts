@@ -120,6 +120,17 @@ async function post(url: string, body: unknown, auth: Record<string, string>): P
   return response;
 }
 
+/** DELETE a session on the project server, as the figure and the floor of 7b both do. */
+export async function deleteSession(project: Project, sessionId: string): Promise<void> {
+  const query = `directory=${encodeURIComponent(project.dir)}`;
+  const response = await fetch(`${project.url}/session/${sessionId}?${query}`, {
+    method: "DELETE",
+    headers: project.headers,
+    signal: AbortSignal.timeout(10_000),
+  });
+  if (!response.ok) throw new Error(`DELETE session: ${response.status}`);
+}
+
 /** Where and how a hand-made spawn runs: the tmux socket of the floor session and the opencode binary its pane runs. */
 export interface HandSpawnPlace {
   socket: string;
