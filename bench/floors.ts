@@ -3,8 +3,8 @@
  * Bun.file, as the store uses them) and none of the code under test, so a faster or slower store moves the figure
  * and not its floor.
  */
-import { constants } from "node:fs";
-import { open, readdir, readFile, rename, stat, unlink, writeFile } from "node:fs/promises";
+import { closeSync, constants, openSync, unlinkSync, writeFileSync } from "node:fs";
+import { open, readdir, readFile, rename, stat } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -39,8 +39,13 @@ function slotImage(): Buffer {
 
 /** One in-place write of a whole slot, no fsync: the heartbeat's durability. */
 export async function bareSlotWrite(file: string): Promise<void> {
-  // One native call, open (created if missing, never truncated), write at 0, close: the store's own primitive.
-  await writeFile(file, slotImage(), { flag: constants.O_RDWR | constants.O_CREAT, mode: 0o644 });
+  // One blocking call, open (never truncated), write at 0, close: the store's own primitive; the first write creates.
+  try {
+    writeFileSync(file, slotImage(), { flag: "r+" });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+    writeFileSync(file, slotImage(), { mode: 0o644 });
+  }
 }
 
 /**
@@ -51,7 +56,8 @@ export async function lockedSlotWrite(file: string): Promise<void> {
   const lock = `${file}.floorlock`;
   for (let delay = 0.25; ; delay = Math.min(delay * 2, 25)) {
     try {
-      await (await open(lock, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o644)).close();
+      // Blocking calls, as the store's lock takes and gives back a free lock.
+      closeSync(openSync(lock, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o644));
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
@@ -61,7 +67,7 @@ export async function lockedSlotWrite(file: string): Promise<void> {
   try {
     await bareSlotWrite(file);
   } finally {
-    await unlink(lock);
+    unlinkSync(lock);
   }
 }
 

@@ -51,7 +51,7 @@ export async function seedTeam(
           source: "tool",
           updates: 1,
         };
-        await store.writeHeartbeat(teamName, state.agentId, slot);
+        store.writeHeartbeat(teamName, state.agentId, slot);
       }),
     );
   }

@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { constants, readFileSync, statSync, unlinkSync } from "node:fs";
-import { link, rename, rm, unlink, utimes, writeFile } from "node:fs/promises";
+import { closeSync, constants, openSync, readFileSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { link, rename, rm, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { makePrivateDir, PRIVATE_FILE_MODE } from "./modes.ts";
+import { makePrivateDirNow, PRIVATE_FILE_MODE } from "./modes.ts";
 
 export interface LockTiming {
   /** A lock untouched for this long is taken over (its holder crashed). */
@@ -51,12 +51,7 @@ function installExitHook(): void {
   process.once("exit", () => {
     for (const [lock, { owner, staleMs }] of held) {
       // Only a lock still ours and fresh goes (see release); anything else is left to go stale.
-      if (!isOwnFresh(inspect(lock), owner, staleMs)) continue;
-      try {
-        unlinkSync(lock);
-      } catch {
-        // already gone
-      }
+      if (isOwnFresh(inspect(lock), owner, staleMs)) removeNow(lock);
     }
   });
 }
@@ -160,7 +155,7 @@ async function removeUnderGuard(
 ): Promise<"removed" | "changed" | "busy"> {
   const guard = `${lock}.takeover`;
   const token = newOwnerToken();
-  if (!(await tryCreate(guard, token))) {
+  if (!tryCreate(guard, token)) {
     // Held for microseconds by a live taker: one found stale crashed mid-takeover. Broken like a lock, atomically, so
     // two waiters that judged it cannot each break a guard and both hold one.
     const judged = inspect(guard);
@@ -178,7 +173,7 @@ async function removeUnderGuard(
     return "removed";
   } finally {
     // Only our own guard: one broken while we stalled belongs to another taker now.
-    if (inspect(guard)?.owner === token) await unlink(guard).catch(() => {});
+    if (inspect(guard)?.owner === token) removeNow(guard);
   }
 }
 
@@ -192,24 +187,34 @@ function sameStale(seen: Seen, judged: Seen, staleMs: number): boolean {
   );
 }
 
-/** Numeric open flags: with "wx", Bun adds an ftruncate after the write, a wasted system call on a file just made. */
 const CREATE_EXCLUSIVE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL;
 
-/** Create `file` exclusively holding `owner`; false when it exists. */
-async function tryCreate(file: string, owner: string, placement: LockPlacement = {}): Promise<boolean> {
+/**
+ * Create `file` exclusively holding `owner`; false when it exists. Blocking calls on purpose, like the release: a lock
+ * taken and given back with no await on the file system in between is held for the microseconds of its critical
+ * section, while an async create or unlink finishes only on a later turn of the event loop, which a busy host process
+ * (OpenCode's server answering its panes) delays by tens to hundreds of ms, all of it with the lock held.
+ */
+function tryCreate(file: string, owner: string, placement: LockPlacement = {}): boolean {
+  let fd: number;
   try {
-    // One native call (open O_EXCL, write, close). A failed write leaves an ownerless lock that goes stale; it is not
-    // removed here, since an error does not say whose file it is.
-    await writeFile(file, owner, { flag: CREATE_EXCLUSIVE, mode: PRIVATE_FILE_MODE });
-    return true;
+    fd = openSync(file, CREATE_EXCLUSIVE, PRIVATE_FILE_MODE);
   } catch (error) {
     if (code(error) === "EEXIST") return false;
     if (code(error) !== "ENOENT") throw error;
     if (placement.createDir === false)
       throw new LockDirectoryMissingError(`No directory for the lock ${file}`);
-    await makePrivateDir(path.dirname(file));
+    makePrivateDirNow(path.dirname(file));
     return false;
   }
+  try {
+    // A failed write leaves an ownerless lock that goes stale; it is not removed here, since an error does not say
+    // whose file it is.
+    writeSync(fd, owner);
+  } finally {
+    closeSync(fd);
+  }
+  return true;
 }
 
 /**
@@ -224,12 +229,21 @@ async function tryAcquire(
   staleMs: number,
   placement: LockPlacement = {},
 ): Promise<boolean> {
-  if (await tryCreate(lock, owner, placement)) return true;
+  if (tryCreate(lock, owner, placement)) return true;
   const judged = inspect(lock);
   // Gone meanwhile: the holder just released it.
   if (!judged || !isStale(judged, staleMs)) return false;
   const removal = await removeUnderGuard(lock, staleMs, (seen) => sameStale(seen, judged, staleMs));
-  return removal === "removed" && (await tryCreate(lock, owner, placement));
+  return removal === "removed" && tryCreate(lock, owner, placement);
+}
+
+/** Remove `file` with a blocking call, if it is there. */
+export function removeNow(file: string): void {
+  try {
+    unlinkSync(file);
+  } catch {
+    // already gone
+  }
 }
 
 /** Ours, and young enough that nobody can be taking it over: it may be removed without the guard. */
@@ -248,7 +262,7 @@ async function release(lock: string, owner: string, timing: LockTiming): Promise
   const seen = inspect(lock);
   if (seen?.owner !== owner) return;
   if (isOwnFresh(seen, owner, timing.staleMs)) {
-    await unlink(lock).catch(() => {});
+    removeNow(lock);
     return;
   }
   await retryUntil(
@@ -340,6 +354,9 @@ function holdLock(lock: string, owner: string, full: LockTiming): () => Promise<
 /**
  * Run `fn` while holding a cross-process lock on `file` (a `<file>.lock` file next to it).
  * OpenCode loads this plugin in several processes at once, so every read-modify-write of shared state goes through here.
+ * Taking a free lock and giving it back are blocking calls: when `fn` does its I/O with blocking calls too (the
+ * `blocking` read and write options), the lock is held through no turn of the event loop, so a process busy with
+ * other work cannot keep it for the length of its stalls.
  */
 export async function withFileLock<T>(
   file: string,

@@ -1,10 +1,16 @@
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { link, mkdir, open, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { z } from "zod";
-import { type LockTiming, withFileLock } from "./lock.ts";
-import { makePrivateDir, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, tightenDir } from "./modes.ts";
+import { type LockTiming, removeNow, withFileLock } from "./lock.ts";
+import {
+  makePrivateDir,
+  makePrivateDirNow,
+  PRIVATE_DIR_MODE,
+  PRIVATE_FILE_MODE,
+  tightenDir,
+} from "./modes.ts";
 
 export type ReadResult<T> =
   | { kind: "ok"; value: T }
@@ -122,23 +128,20 @@ export async function readJson<S extends z.ZodType>(
   }
 }
 
-export interface WriteOptions {
-  /**
-   * false: atomic but not flushed to disk (no fsync), for writes a power cut may undo without harm: a value recomputed
-   * from other state on every write, or a first file that a durable write follows. An fsync waits for all dirty data
-   * of the file system, which costs hundreds of ms while other programs (booting `opencode attach` panes) write a lot.
-   */
-  durable?: boolean;
-}
-
 /**
- * The text to write for `value`, once it passed its schema and the file's private directory exists. A value that
- * fails its schema is a bug in the caller and throws before anything touches the disk.
+ * `durable` false: atomic but not flushed to disk (no fsync), for writes a power cut may undo without harm: a value
+ * recomputed from other state on every write, or a first file that a durable write follows. An fsync waits for all
+ * dirty data of the file system, which costs hundreds of ms while other programs (booting `opencode attach` panes)
+ * write a lot.
+ * `blocking` (never durable: a blocking fsync would stall the host process for as long): written with blocking calls,
+ * for a small file written under its lock on a hot path, so the lock is held through no turn of the event loop (see
+ * `withFileLock`).
  */
-async function jsonText<S extends z.ZodType>(file: string, schema: S, value: z.infer<S>): Promise<string> {
-  const valid = schema.parse(value);
-  await makePrivateDir(path.dirname(file));
-  return `${JSON.stringify(valid, null, 2)}\n`;
+export type WriteOptions = { durable?: boolean; blocking?: false } | { durable: false; blocking: true };
+
+/** `value` checked against `schema` and serialised: a value that fails is a bug in the caller and throws here. */
+function jsonText<S extends z.ZodType>(schema: S, value: z.infer<S>): string {
+  return `${JSON.stringify(schema.parse(value), null, 2)}\n`;
 }
 
 /** How writeJson and createJson are called: `value`, checked against `schema`, into `file`. */
@@ -149,12 +152,17 @@ type JsonWriter = <S extends z.ZodType>(
   options?: WriteOptions,
 ) => Promise<void>;
 
+/** A fresh temporary name beside `file`: no reader takes a `.tmp` file for state. */
+function tempName(file: string): string {
+  return `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+}
+
 /**
  * `text` written whole under a fresh temporary name beside `file` (flushed when `durable`): the caller puts it in place
  * with one atomic call. A crash before that leaves only a `.tmp` file, which no reader takes for state.
  */
-export async function writeTemp(file: string, text: string | Buffer, durable: boolean): Promise<string> {
-  const temp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+async function writeTemp(file: string, text: string | Buffer, durable: boolean): Promise<string> {
+  const temp = tempName(file);
   const handle = await open(temp, "wx", PRIVATE_FILE_MODE);
   try {
     await handle.writeFile(text);
@@ -168,13 +176,41 @@ export async function writeTemp(file: string, text: string | Buffer, durable: bo
   return temp;
 }
 
+/** writeTemp with blocking calls and no flush (see WriteOptions). */
+export function writeTempNow(file: string, text: string | Buffer): string {
+  const temp = tempName(file);
+  const fd = openSync(temp, "wx", PRIVATE_FILE_MODE);
+  try {
+    writeFileSync(fd, text);
+  } catch (error) {
+    removeNow(temp);
+    throw error;
+  } finally {
+    closeSync(fd);
+  }
+  return temp;
+}
+
 /**
  * Validate, then replace the file atomically: temp file, fsync, rename. Five system calls where write-file-atomic made
  * ten (realpath, stat, chown, chmod, an unlink after the rename): a sweep writing 100 agents spent a tenth less in
  * its writes. Our files are never symlinks to follow, and the temp file is created 0600, so no chmod is needed.
  */
 export const writeJson: JsonWriter = async (file, schema, value, options = {}) => {
-  const temp = await writeTemp(file, await jsonText(file, schema, value), options.durable ?? true);
+  const text = jsonText(schema, value);
+  if (options.blocking) {
+    makePrivateDirNow(path.dirname(file));
+    const temp = writeTempNow(file, text);
+    try {
+      renameSync(temp, file);
+    } catch (error) {
+      removeNow(temp);
+      throw error;
+    }
+    return;
+  }
+  await makePrivateDir(path.dirname(file));
+  const temp = await writeTemp(file, text, options.durable ?? true);
   try {
     await rename(temp, file);
   } catch (error) {
@@ -184,6 +220,25 @@ export const writeJson: JsonWriter = async (file, schema, value, options = {}) =
 };
 
 /**
+ * Flush what `file` holds now to disk (a write made without fsync under its lock, made durable once the lock is given
+ * back). A file gone meanwhile has nothing to flush.
+ */
+export async function flushFile(file: string): Promise<void> {
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(file, "r");
+  } catch (error) {
+    if (isNotFound(error)) return;
+    throw error;
+  }
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
  * Write a file that must not exist yet; cheaper than a replace and never clobbers. Durable by default: the content is
  * flushed before the name appears, so after a power cut the file is there whole or not at all (never empty).
  */
@@ -191,7 +246,9 @@ export const createJson: JsonWriter = async (file, schema, value, options = {}) 
   // Written whole under a temporary name, then linked into place: link() is atomic and fails if the name exists, so
   // the file is created exclusively and no reader ever sees it half-written (a reader would take a partial file for a
   // damaged one and move it aside).
-  const temp = await writeTemp(file, await jsonText(file, schema, value), options.durable ?? true);
+  const text = jsonText(schema, value);
+  await makePrivateDir(path.dirname(file));
+  const temp = await writeTemp(file, text, options.durable ?? true);
   try {
     await link(temp, file);
   } finally {

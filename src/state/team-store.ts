@@ -27,6 +27,7 @@ import { StatCache } from "./stat-cache.ts";
 import {
   createJson,
   ensureStorageRoot,
+  flushFile,
   listDir,
   parseJson,
   type ReadOptions,
@@ -268,16 +269,23 @@ export class TeamStore {
    * uses for what a power cut makes moot anyway: an active/idle flip, a waiting request, an error, misses reset.
    * Every agent process dies with the machine, and the sweep that follows judges them from the facts, so such a
    * write need not wait for the disk; an fsync waits for every program's dirty data and held the agent's lock for
-   * up to 1.6 s while panes booted, stalling the spawn that waited for it.
+   * up to 1.6 s while panes booted, stalling the spawn that waited for it. `blocking` (never durable) for the writes
+   * of the hot critical sections under the agent's lock (see WriteOptions).
    */
   async writeAgent(state: AgentState, options: WriteOptions = {}): Promise<void> {
     await writeJson(this.paths.agentState(state.teamName, state.agentId), AgentStateSchema, state, options);
   }
 
+  /** Flush an agent's file to disk: a write made without fsync under its lock, made durable once the lock is free. */
+  flushAgent(teamName: string, agentId: string): Promise<void> {
+    return flushFile(this.paths.agentState(teamName, agentId));
+  }
+
   /**
-   * Write a new agent's first file (spawn, before its launch is done): an exclusive create, not flushed. The launch's
-   * next write (the agent becoming active) is the durable one. A power cut before it can lose the file or leave it
-   * damaged (moved aside on the next read, like any damaged file); that spawn never finished either way.
+   * Write a new agent's first file (spawn, before its launch is done): an exclusive create, not flushed. The file is
+   * flushed once the launch recorded the agent active, before the spawn returns. A power cut before that can lose the
+   * file or leave it damaged (moved aside on the next read, like any damaged file); that spawn never finished either
+   * way.
    */
   async createAgent(state: AgentState): Promise<void> {
     await createJson(this.paths.agentState(state.teamName, state.agentId), AgentStateSchema, state, {
@@ -384,8 +392,8 @@ export class TeamStore {
     return {};
   }
 
-  writeHeartbeat(teamName: string, agentId: string, record: HeartbeatRecord): Promise<void> {
-    return writeSlot(this.paths.heartbeatSlot(teamName, agentId), record);
+  writeHeartbeat(teamName: string, agentId: string, record: HeartbeatRecord): void {
+    writeSlot(this.paths.heartbeatSlot(teamName, agentId), record);
   }
 
   async readAgentView(teamName: string, agentId: string) {

@@ -45,7 +45,7 @@ test("a slot caught mid-write by a writer that needs a few ms to finish is read,
     const torn = Buffer.concat([whole.subarray(0, 40), encodeSlot({ ...record, updates: 7 }).subarray(40)]);
     await writeFile(slot, torn);
     // The writer is descheduled mid-write and finishes 3 ms later.
-    setTimeout(() => void writeSlot(slot, record), 3);
+    setTimeout(() => writeSlot(slot, record), 3);
     const read = await readSlot(slot);
     expect(read.kind).toBe("ok");
     expect((await readdir(dir)).filter((name) => name.includes(".corrupt-"))).toEqual([]);

@@ -106,8 +106,8 @@ describe("heartbeat slot", () => {
 
   test("round-trips through a fixed-size slot", async () => {
     const file = path.join(await tempDir(), "agent.hb");
-    await writeSlot(file, record);
-    await writeSlot(file, { ...record, updates: 5 });
+    writeSlot(file, record);
+    writeSlot(file, { ...record, updates: 5 });
     expect((await readFile(file)).length).toBe(SLOT_SIZE);
     expect(await readSlot(file)).toEqual({ kind: "ok", record: { ...record, updates: 5 } });
   });
@@ -118,7 +118,7 @@ describe("heartbeat slot", () => {
     test(`${how} read: a record longer than the slot's head is read whole`, async () => {
       const file = path.join(await tempDir(), "agent.hb");
       const long = { ...record, metadata: { note: "x".repeat(6000) } };
-      await writeSlot(file, long);
+      writeSlot(file, long);
       expect(await readSlot(file, { blocking })).toEqual({ kind: "ok", record: long });
     });
 

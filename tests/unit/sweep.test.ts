@@ -139,7 +139,7 @@ describe("stale sweep: misses and the grace period", () => {
     // An event-style heartbeat: only the slot is written, the durable miss count stays 1 ...
     ctx.clock.advance(2 * S);
     const now = new Date(ctx.clock.now()).toISOString();
-    await ctx.store.writeHeartbeat(
+    ctx.store.writeHeartbeat(
       "alpha",
       agent.agentId,
       nextHeartbeat(undefined, now, "sdk_message", { event: true }),
@@ -161,11 +161,7 @@ describe("stale sweep: misses and the grace period", () => {
     // The heartbeat arrives and goes stale again before any sweep could reset the count.
     ctx.clock.advance(1 * S);
     const at = new Date(ctx.clock.now()).toISOString();
-    await ctx.store.writeHeartbeat(
-      "alpha",
-      agent.agentId,
-      nextHeartbeat(undefined, at, "tool", { event: true }),
-    );
+    ctx.store.writeHeartbeat("alpha", agent.agentId, nextHeartbeat(undefined, at, "tool", { event: true }));
     ctx.clock.advance(61 * S);
     await sweeper.sweep();
     expect(await state(agent)).toMatchObject({ status: "active", consecutiveMisses: 1 });
@@ -311,11 +307,7 @@ describe("stale sweep: facts before verdicts", () => {
     }
     const at = new Date(ctx.clock.now()).toISOString();
     const slot = (await ctx.store.readHeartbeat("alpha", agent.agentId)).record;
-    await ctx.store.writeHeartbeat(
-      "alpha",
-      agent.agentId,
-      nextHeartbeat(slot, at, "sdk_message", { event: true }),
-    );
+    ctx.store.writeHeartbeat("alpha", agent.agentId, nextHeartbeat(slot, at, "sdk_message", { event: true }));
     for (let minute = 0; minute < 5; minute++) {
       ctx.clock.advance(61 * S);
       expect((await sweeper.sweep()).refreshed).toBe(1);

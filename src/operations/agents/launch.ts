@@ -100,11 +100,13 @@ export async function launchAgent(
     const pane = spec.headless ? undefined : await paneOpening.open();
     steps.mark("activate");
     const registered = await activate(ctx, spec, up, delivered, pane);
-    // Both only read what is now recorded; the history's durable write need not wait for the pane's settle.
+    // These only read what is now recorded; the history's durable write and the agent file's flush to disk need not
+    // wait for the pane's settle, nor for each other.
     steps.mark("check-and-history");
     const [, history] = await Promise.all([
       checkPane(ctx, registered, up.sessionId, pane),
       recordRun(ctx, registered),
+      ctx.store.flushAgent(spec.team.name, up.agentId),
       recount,
     ]);
     up.warnings.push(...history);
@@ -402,7 +404,10 @@ function removeMember(ctx: TeamsContext, teamName: string, agentId: string) {
 
 /**
  * Record the pane, and (when the prompt landed) spawning -> active with a fresh heartbeat, in one write under the
- * agent's lock. An agent that moved on meanwhile (its first heartbeat, or it completed) keeps its status.
+ * agent's lock. An agent that moved on meanwhile (its first heartbeat, or it completed) keeps its status. The agent's
+ * event stream writes under the same lock in two processes while the new pane boots, so the section uses blocking
+ * calls and holds the lock through no turn of the event loop; the launch flushes the file to disk once the lock is
+ * given back, before the spawn returns (see specs/storage.md).
  */
 async function recordLaunch(
   ctx: TeamsContext,
@@ -414,30 +419,28 @@ async function recordLaunch(
   const paneFields = launch.pane
     ? { paneId: launch.pane.paneId, tmux: launch.pane.placement, attachPid: launch.pane.attachPid }
     : {};
-  let written: AgentState | undefined;
-  await ctx.store.withAgentLock(teamName, agentId, async () => {
-    const read = await ctx.store.readAgent(teamName, agentId);
+  return ctx.store.withAgentLock(teamName, agentId, async () => {
+    const read = await ctx.store.readAgent(teamName, agentId, { blocking: true });
     if (read.kind !== "ok")
       throw new Error(`the agent file of ${agentId} could not be read back: ${read.kind}`);
     const activate = launch.activate && read.value.status === "spawning";
-    written = {
+    const next: AgentState = {
       ...read.value,
       ...paneFields,
       ...(activate ? { status: "active" as const, heartbeatTs: now, heartbeatSource: "spawn" as const } : {}),
       updatedAt: now,
     };
-    await ctx.store.writeAgent(written);
+    await ctx.store.writeAgent(next, { durable: false, blocking: true });
     if (activate) {
-      await ctx.store.writeHeartbeat(teamName, agentId, {
+      ctx.store.writeHeartbeat(teamName, agentId, {
         version: 1,
         heartbeatTs: now,
         source: "spawn",
         updates: 0,
       });
     }
+    return next;
   });
-  if (!written) throw new Error(`the agent file of ${agentId} was not written`);
-  return written;
 }
 
 /** The project's server, started when needed; a failure in the words of specs/spawn-agent.md. */

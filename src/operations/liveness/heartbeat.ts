@@ -155,7 +155,7 @@ async function beat(
   const now = ctx.clock.now();
   const nowIso = new Date(now).toISOString();
   const status = statusAfterHeartbeat(agent.status, input.status);
-  await store.writeHeartbeat(
+  store.writeHeartbeat(
     input.teamName,
     input.agentId,
     nextHeartbeat(slot.record, nowIso, "tool", { event: true, metadata: input.metadata }),
@@ -171,7 +171,7 @@ async function beat(
       updatedAt: nowIso,
     };
     // Liveness only (status, misses reset): see TeamStore.writeAgent.
-    await store.writeAgent(next, { durable: false });
+    await store.writeAgent(next, { durable: false, blocking: true });
   }
   return {
     success: true as const,

@@ -373,7 +373,7 @@ export class EventMonitor {
     const isEvent = heartbeats && !resync;
     const source: HeartbeatSource = "source" in signal ? signal.source : "sdk_session_updated";
     if (heartbeats) {
-      await store.writeHeartbeat(teamName, agentId, nextHeartbeat(slot, nowIso, source, { event: isEvent }));
+      store.writeHeartbeat(teamName, agentId, nextHeartbeat(slot, nowIso, source, { event: isEvent }));
     }
     let next: AgentState = agent;
     const desired = this.desiredStatus(signal, agent.status);
@@ -394,7 +394,7 @@ export class EventMonitor {
         updatedAt: nowIso,
       };
       // Liveness only (status, waiting request, error): see TeamStore.writeAgent.
-      await store.writeAgent(next, { durable: false });
+      await store.writeAgent(next, { durable: false, blocking: true });
     }
     return announce ? { next, outcome: { asked: { agent: next, request: signal.request } } } : { next };
   }

@@ -143,7 +143,7 @@ export async function decide(ctx: TeamsContext, input: DecisionInput): Promise<B
     return { next: withMissesReset, result: { kind: "reset" } };
   }
   if (verdict.kind === "busy") {
-    await store.writeHeartbeat(
+    store.writeHeartbeat(
       team.name,
       agentId,
       nextHeartbeat(slot.record, nowIso, "sweep_busy_check", { event: false }),
