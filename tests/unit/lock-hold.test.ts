@@ -59,7 +59,7 @@ describe("an agent's lock is held through no turn of the event loop", () => {
     expect(seen).toEqual([]);
   });
 
-  test("events the monitor applies: activity, busy, idle", async () => {
+  test("events the monitor applies: activity, busy, idle, and a death (its session deleted)", async () => {
     ({ ctx } = await ledTeamContext());
     const agent = await addAgent(ctx, "alpha");
     const monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
@@ -76,9 +76,13 @@ describe("an agent's lock is held through no turn of the event loop", () => {
       await monitor.settled();
       await nextTurn();
     }
+    monitor.handleEvent({ type: "session.deleted", properties: { info: { id: sessionID, title: "t" } } });
+    await monitor.settled();
     const { turns, seen } = stop();
     const slot = await ctx.store.readHeartbeat("alpha", agent.agentId);
     expect(slot.record?.updates).toBeGreaterThanOrEqual(20);
+    const dead = await ctx.store.readAgent("alpha", agent.agentId);
+    expect(dead.kind === "ok" && dead.value.status).toBe("inactive");
     expect(turns).toBeGreaterThanOrEqual(30);
     expect(seen).toEqual([]);
   });

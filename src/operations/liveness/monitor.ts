@@ -268,7 +268,11 @@ export class EventMonitor {
       return;
     }
     const outcome = await this.apply(hit.teamName, hit.agentId, key, signal);
-    if (outcome?.death) await this.handOver(hit.teamName, outcome.death);
+    if (outcome?.death) {
+      // Written without a flush under the lock (see applyDeleted); durable before anything acts on it.
+      await this.ctx.store.flushAgent(hit.teamName, hit.agentId);
+      await this.handOver(hit.teamName, outcome.death);
+    }
     if (outcome?.asked) await this.announce(hit.teamName, outcome.asked.agent, outcome.asked.request);
   }
 
@@ -350,7 +354,8 @@ export class EventMonitor {
     if (agent.role === "leader" || agent.status === "shutting_down") return { next: agent };
     const reason = `its OpenCode session ${agent.sessionId} was deleted`;
     const next = markedInactive(agent, reason, new Date(now).toISOString());
-    await this.ctx.store.writeAgent(next);
+    // Blocking like every write under the agent's lock here; the caller flushes it once the lock is given back.
+    await this.ctx.store.writeAgent(next, { durable: false, blocking: true });
     return { next, outcome: { death: { agent: next, cause: "session_deleted", reason } } };
   }
 
