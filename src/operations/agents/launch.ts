@@ -142,9 +142,15 @@ async function bringUp(
   const place = await placeAgent(ctx, spec.worktree, spec.cwd, team.name, name);
   if (place.undo) rollback.push("the worktree", place.undo);
 
+  // The color needs only the agent's id: its locked, durable write overlaps the session's creation. Undone after the
+  // session's own undo, once the allocation settled, whichever of the two failed.
+  const coloring = allocateColor(ctx, team.name, agentId);
+  rollback.push("the color", async () => {
+    await coloring.catch(() => {});
+    await releaseColor(ctx, agentId);
+  });
   const sessionId = await sessionFor(ctx, spec, { agentId, name, cwd: place.cwd }, steps, rollback);
-  const color = await allocateColor(ctx, team.name, agentId);
-  rollback.push("the color", () => releaseColor(ctx, agentId));
+  const color = await coloring;
   const up: Launching = {
     agentId,
     name,
