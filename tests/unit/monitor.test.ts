@@ -339,6 +339,20 @@ describe("monitor: deleted sessions", () => {
     expect(await leaderInbox(ctx)).toHaveLength(1);
   });
 
+  test("a death whose flush to disk fails still hands its tasks back (the flush failure is logged)", async () => {
+    const agent = await addAgent(ctx, "alpha", { name: "doomed" });
+    await taskInProgress(lead.call, "ses_lead", "t", { assignee: agent.agentId });
+    ctx.store.flushAgent = async () => {
+      throw new Error("EIO: i/o error, fsync");
+    };
+    await feed(ev.deleted(agent.sessionId));
+    expect((await state(agent)).status).toBe("inactive");
+    const tasks = await ctx.store.readTasks("alpha");
+    expect(tasks.kind === "ok" && tasks.value.tasks[0]).toMatchObject({ status: "pending", assignee: null });
+    expect(await leaderInbox(ctx)).toHaveLength(1);
+    expect(ctx.logs.some((l) => l.message === "could not flush an agent's death to disk")).toBe(true);
+  });
+
   test("a deletion during a kill (shutting_down) and the leader's own session are not deaths", async () => {
     const agent = await addAgent(ctx, "alpha", { status: "shutting_down" });
     await feed(ev.deleted(agent.sessionId), ev.deleted("ses_lead"));

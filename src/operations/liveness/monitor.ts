@@ -1,6 +1,7 @@
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
 import type { AgentState, AgentStatus, HeartbeatRecord, HeartbeatSource } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
+import { errorText } from "../result.ts";
 import { SessionIndex, type SessionOwner } from "../team/identity.ts";
 import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
@@ -269,8 +270,14 @@ export class EventMonitor {
     }
     const outcome = await this.apply(hit.teamName, hit.agentId, key, signal);
     if (outcome?.death) {
-      // Written without a flush under the lock (see applyDeleted); durable before anything acts on it.
-      await this.ctx.store.flushAgent(hit.teamName, hit.agentId);
+      // Written without a flush under the lock (see applyDeleted), flushed before anything acts on it. A failed flush
+      // does not undo the death, which is real and already visible: its tasks go back to the team all the same.
+      await this.ctx.store.flushAgent(hit.teamName, hit.agentId).catch((error: unknown) => {
+        this.ctx.log("warn", "could not flush an agent's death to disk", {
+          agent: hit.agentId,
+          error: errorText(error),
+        });
+      });
       await this.handOver(hit.teamName, outcome.death);
     }
     if (outcome?.asked) await this.announce(hit.teamName, outcome.asked.agent, outcome.asked.request);
