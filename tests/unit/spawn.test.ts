@@ -322,6 +322,31 @@ describe("spawn-agent: the spec's error table", () => {
     expect(ctx.server.sessions.size).toBe(0);
   });
 
+  test("the color failing while the session is still being created: no unhandled rejection, nothing left", async () => {
+    await mkdir(ctx.store.paths.colorPool, { recursive: true });
+    const create = ctx.server.createSession.bind(ctx.server);
+    ctx.server.createSession = async (input) => {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      return create(input);
+    };
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    try {
+      const result = await spawn({});
+      expect(result.error).toMatch(/^spawn-agent failed: /);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
+    }
+    expect(unhandled).toEqual([]);
+    // The pool is a directory here: everything but the colors, as expectNoGhost checks it.
+    expect((await members()).map((m) => m.role)).toEqual(["leader"]);
+    const { items } = await ctx.store.listAgentViews("alpha");
+    expect(items.map((v) => v.state.role)).toEqual(["leader"]);
+    expect(ctx.server.sessions.size).toBe(0);
+    expect([...ctx.tmux.panes.values()].filter((p) => p.alive)).toEqual([]);
+  });
+
   test("prompt delivery: retried, 3 attempts", async () => {
     ctx.server.failPrompts = 2;
     const result = await spawn({});

@@ -145,6 +145,9 @@ async function bringUp(
   // The color needs only the agent's id: its locked, durable write overlaps the session's creation. Undone after the
   // session's own undo, once the allocation settled, whichever of the two failed.
   const coloring = allocateColor(ctx, team.name, agentId);
+  // Handled from the start: it may fail while the session is still being created, and an unhandled rejection stops
+  // the host process. The failure itself is raised by the await below.
+  coloring.catch(() => {});
   rollback.push("the color", async () => {
     await coloring.catch(() => {});
     await releaseColor(ctx, agentId);
