@@ -419,6 +419,22 @@ describe("spawn-agent: concurrency and colors", () => {
   });
 });
 
+describe("spawn-agent: colors of spawns in progress", () => {
+  test("an assignment whose agent file is not written yet is not taken over until a bring-up's grace passed", async () => {
+    const first = await Promise.all(COLOR_PALETTE.map(() => spawn({ headless: true })));
+    // As between the color's allocation and the agent file's creation, which a session's creation now spans.
+    const pending = first[2] as SpawnResult;
+    await ctx.store.removeAgentFiles("alpha", pending.agentId);
+    const next = await spawn({ headless: true });
+    expect(next.color).not.toBe(pending.color);
+    expect(next.warnings?.[0]).toMatch(/is now shared/);
+    ctx.clock.advance(11 * 60_000);
+    const later = await spawn({ headless: true });
+    expect(later.color).toBe(pending.color);
+    expect(later.warnings?.[0]).toContain(`reused '${pending.color}' from agent ${pending.agentId}`);
+  });
+});
+
 describe("spawn-agent: plan", () => {
   test("the plan is kept in the state, the history (and its filter) and list-agents", async () => {
     const spawned = await spawn({ plan: "auth-rewrite" });

@@ -42,10 +42,18 @@ function prune(assignments: ColorAssignment[]): ColorAssignment[] {
   return [...active, ...released];
 }
 
+/**
+ * How long an assignment without an agent file still counts as held: spawn allocates the color while it creates the
+ * session, before the agent's file exists, and a spawn's bring-up (worktree, server start, session) ends well within.
+ */
+const UNWRITTEN_HOLDER_GRACE_MS = 10 * 60_000;
+
 /** Whether the agent holding an assignment has stopped running (or is gone), so its color may be taken. */
 async function holderStopped(ctx: TeamsContext, assignment: ColorAssignment): Promise<boolean> {
   try {
     const read = await ctx.store.readAgent(assignment.teamName, assignment.agentId);
+    if (read.kind === "missing")
+      return ctx.clock.now() - Date.parse(assignment.assignedAt) > UNWRITTEN_HOLDER_GRACE_MS;
     if (read.kind !== "ok") return true;
     return read.value.status === "terminated" || read.value.status === "inactive";
   } catch {
