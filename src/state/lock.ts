@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { closeSync, constants, openSync, readFileSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, openSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { link, rename, rm, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import path from "node:path";
@@ -208,9 +208,9 @@ function tryCreate(file: string, owner: string, placement: LockPlacement = {}): 
     return false;
   }
   try {
-    // A failed write leaves an ownerless lock that goes stale; it is not removed here, since an error does not say
-    // whose file it is.
-    writeSync(fd, owner);
+    // Whole, however many writes it takes: a short token would not be recognised as ours at release. A failed write
+    // leaves an ownerless lock that goes stale; it is not removed here, since an error does not say whose file it is.
+    writeFileSync(fd, owner);
   } finally {
     closeSync(fd);
   }

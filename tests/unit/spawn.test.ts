@@ -347,6 +347,32 @@ describe("spawn-agent: the spec's error table", () => {
     expect([...ctx.tmux.panes.values()].filter((p) => p.alive)).toEqual([]);
   });
 
+  test("the agent file is flushed to disk before the spawn returns; a failed flush fails the spawn and rolls it back", async () => {
+    const flushed: string[] = [];
+    const flush = ctx.store.flushAgent.bind(ctx.store);
+    ctx.store.flushAgent = async (teamName, agentId) => {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await flush(teamName, agentId);
+      flushed.push(agentId);
+    };
+    const done = await spawn({});
+    expect(done.success).toBe(true);
+    expect(flushed).toEqual([done.agentId]);
+    await call("kill-agent", { teamName: "alpha", agentId: done.agentId }, LEADER);
+    const membersBefore = await members();
+    const sessionsBefore = ctx.server.sessions.size;
+    ctx.store.flushAgent = async () => {
+      throw new Error("EIO: i/o error, fsync");
+    };
+    const failed = await spawn({});
+    expect(failed.error).toMatch(/^spawn-agent failed: .*EIO/);
+    const { items } = await ctx.store.listAgentViews("alpha");
+    expect(items.filter((v) => v.state.status !== "terminated").map((v) => v.state.role)).toEqual(["leader"]);
+    expect(await members()).toEqual(membersBefore);
+    expect(ctx.server.sessions.size).toBe(sessionsBefore);
+    expect(await activeColors()).toEqual([]);
+  });
+
   test("prompt delivery: retried, 3 attempts", async () => {
     ctx.server.failPrompts = 2;
     const result = await spawn({});
