@@ -1,4 +1,4 @@
-import { readdir, rm, stat, writeFile } from "node:fs/promises";
+import { lstat, readdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { resolveOpencodeBinary } from "../edges/opencode-binary.ts";
 import type { TeamsContext } from "../operations/context.ts";
@@ -79,9 +79,9 @@ async function checkStorage(ctx: TeamsContext): Promise<Check[]> {
     for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
       const full = path.join(dir, entry.name);
       if (entry.name.includes(".corrupt-")) damaged.push(path.relative(root, full));
-      // Lock files, and lock directories an older version left behind.
+      // Locks (links, or files), and lock directories an older version left behind: their own mtime, never a target.
       else if (entry.name.endsWith(".lock")) {
-        const info = await stat(full).catch(() => undefined);
+        const info = await lstat(full).catch(() => undefined);
         if (info && ctx.clock.now() - info.mtimeMs > 10_000) staleLocks.push(path.relative(root, full));
       } else if (entry.isDirectory() && full !== ctx.store.paths.worktreesDir) await walk(full);
     }

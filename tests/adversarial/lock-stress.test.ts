@@ -1,9 +1,9 @@
 import { expect, test } from "bun:test";
-import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm, utimes, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { withFileLock } from "../../src/state/lock.ts";
+import { lockExists, setLockTime } from "../helpers/locks.ts";
 
 const PROCESSES = 4;
 const ROUNDS = 500;
@@ -59,7 +59,7 @@ test("a holder whose lock was taken over (it stalled past staleMs) leaves the ta
     });
     let taker: Promise<unknown> = Promise.resolve();
     await withFileLock(file, async () => {
-      await utimes(lock, past, past);
+      await setLockTime(lock, past);
       taker = withFileLock(file, async () => {
         takerInside();
         await takerMayLeave;
@@ -67,11 +67,11 @@ test("a holder whose lock was taken over (it stalled past staleMs) leaves the ta
       await takerIn;
     });
     // The first holder has released: the taker's lock must still be there, or a third locker would get in.
-    expect(existsSync(lock)).toBe(true);
+    expect(lockExists(lock)).toBe(true);
     await expect(withFileLock(file, async () => "third", { maxWaitMs: 200 })).rejects.toThrow("Timed out");
     letTakerGo();
     await taker;
-    expect(existsSync(lock)).toBe(false);
+    expect(lockExists(lock)).toBe(false);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
@@ -108,7 +108,7 @@ test("the takeover guard of a dead taker is broken at once, and the stale lock i
     await writeFile(lock, `${child.pid} ${hostname()} crashed`);
     await writeFile(`${lock}.takeover`, `${child.pid} ${hostname()} crashed-too`);
     expect(await withFileLock(file, async () => "in", { maxWaitMs: 1_500 })).toBe("in");
-    expect(existsSync(`${lock}.takeover`)).toBe(false);
+    expect(lockExists(`${lock}.takeover`)).toBe(false);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

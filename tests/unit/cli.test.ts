@@ -1,9 +1,10 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { utimes } from "node:fs/promises";
+import { symlink, utimes } from "node:fs/promises";
 import path from "node:path";
 import { recordEnded, recordSpawned } from "../../src/operations/history/history.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { setLockTime } from "../helpers/locks.ts";
 import { toolCaller } from "../helpers/tools.ts";
 
 const CLI = path.join(import.meta.dir, "..", "..", "src", "cli", "main.ts");
@@ -177,11 +178,11 @@ describe("opencode-teams CLI", () => {
     ]);
     expect(report.checks.find((c) => c.name === "storage")?.level).toBe("ok");
 
-    // A lock file a crashed process left behind is reported.
+    // A lock a crashed process left behind is reported: a link whose target is its token, judged by its own mtime.
     const lock = `${ctx.store.paths.tasks("alpha")}.lock`;
-    await Bun.write(lock, "");
+    await symlink(`${2 ** 22 + 17} crashed.example 0123456789abcdef`, lock);
     const old = new Date(Date.now() - 60_000);
-    await utimes(lock, old, old);
+    await setLockTime(lock, old);
     // A project file in a worktree (an agent's, the spare) is no lock of ours.
     const projectLock = path.join(ctx.store.paths.worktreesDir, "alpha", ".spare-0", "bun.lock");
     await Bun.write(projectLock, "{}");

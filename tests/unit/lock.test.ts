@@ -1,9 +1,10 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { lstatSync } from "node:fs";
 import { mkdir, mkdtemp, rm, utimes, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { LockTimeoutError, withFileLock } from "../../src/state/lock.ts";
+import { lockExists, lockOwner } from "../helpers/locks.ts";
 
 let dir: string;
 beforeEach(async () => {
@@ -29,15 +30,16 @@ test("holders of one lock never overlap, and every one gets its turn", async () 
   );
   expect(most).toBe(1);
   expect(done).toBe(20);
-  expect(existsSync(`${file}.lock`)).toBe(false);
+  expect(lockExists(`${file}.lock`)).toBe(false);
 });
 
-test("the lock is a file next to the locked one, created with the parent directories", async () => {
+test("the lock is a symbolic link next to the locked one holding its owner's token, created with the parent directories", async () => {
   const file = path.join(dir, "a", "b", "state.json");
   await withFileLock(file, async () => {
-    expect(existsSync(`${file}.lock`)).toBe(true);
+    expect(lstatSync(`${file}.lock`).isSymbolicLink()).toBe(true);
+    expect(lockOwner(`${file}.lock`)).toMatch(new RegExp(`^${process.pid} ${hostname()} [0-9a-f]{16}$`));
   });
-  expect(existsSync(`${file}.lock`)).toBe(false);
+  expect(lockExists(`${file}.lock`)).toBe(false);
 });
 
 test("released when fn throws", async () => {
@@ -66,14 +68,16 @@ test("a fresh lock held by someone else times out with LockTimeoutError", async 
   );
 });
 
-test("a long holder keeps its lock fresh, so nobody takes it over", async () => {
+test("a long holder keeps its lock fresh past six stale times (the most a live owner's lock may reach), by the link's own time", async () => {
   const file = path.join(dir, "state.json");
-  const timing = { staleMs: 300, maxWaitMs: 5_000 };
+  const timing = { staleMs: 100, maxWaitMs: 5_000 };
   const order: string[] = [];
+  let ageSeen = Number.POSITIVE_INFINITY;
   const long = withFileLock(
     file,
     async () => {
-      await Bun.sleep(900);
+      await Bun.sleep(1_000);
+      ageSeen = Date.now() - lstatSync(`${file}.lock`).mtimeMs;
       order.push("long");
     },
     timing,
@@ -82,4 +86,5 @@ test("a long holder keeps its lock fresh, so nobody takes it over", async () => 
   await withFileLock(file, async () => order.push("second"), timing);
   await long;
   expect(order).toEqual(["long", "second"]);
+  expect(ageSeen).toBeLessThan(200);
 });

@@ -8,6 +8,7 @@ import { claimSpare, refillSpare, spareDir, sparesSettled } from "../../src/oper
 import type { AgentWorktree } from "../../src/state/schemas.ts";
 import type { TestContext } from "../helpers/context.ts";
 import { commitFile, git } from "../helpers/git.ts";
+import { lockExists } from "../helpers/locks.ts";
 import {
   entries as entriesOf,
   expectFreshWorktree as expectFresh,
@@ -223,7 +224,7 @@ describe("the spare worktree", () => {
     await writeFile(lock, `${2 ** 22 + 17} ${hostname()} 0123456789abcdef`);
     refillSpare(ctx, "alpha");
     await readySpare();
-    expect(existsSync(lock)).toBe(false);
+    expect(lockExists(lock)).toBe(false);
   });
 });
 
