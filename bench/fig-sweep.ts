@@ -140,8 +140,9 @@ async function freshSweeps(quick: boolean): Promise<Figure[]> {
 
 /** 3c and 3d: `count` agents going inactive in one sweep, by turns with the replay of what it wrote. */
 async function inactiveSweeps(quick: boolean): Promise<Figure[]> {
-  // fsync times swing from run to run: as many runs as the bench's time allows (a run of 1000 takes seconds).
-  const hundredRuns = quick ? 2 : 9;
+  // fsync times swing from run to run: as many runs as the bench's time allows (a run of 100 takes a fraction of a
+  // second with its seeding, a run of 1000 seconds).
+  const hundredRuns = quick ? 2 : 25;
   const thousandRuns = quick ? 2 : 7;
   const hundred = await goingInactive(100, hundredRuns);
   const thousand = await goingInactive(AGENTS, thousandRuns);
