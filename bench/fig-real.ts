@@ -160,6 +160,8 @@ async function deathFloor(
   if (!panePid) throw new Error(`the hand-made pane ${agent.paneId} is gone before its kill`);
   process.kill(panePid, "SIGKILL");
   const deleted = deleteSession(project, agent.sessionId);
+  // Awaited below, after the notice; a failure meanwhile must not count as unhandled (Bun exits on one).
+  deleted.catch(() => {});
   const noticed = await Promise.race([
     waiter.exited.then(() => performance.now() - started),
     Bun.sleep(10_000).then(() => undefined),
@@ -245,7 +247,8 @@ async function warmRuns(
   out: RealSamples,
 ): Promise<void> {
   const runs = quick ? 3 : 10;
-  // Each round's latency is mostly the DELETE's, which varies from 0.1 to 1 s: ten pairs keep the ratio's median steady.
+  // Each round's latency is mostly the DELETE's, which varies from 0.1 to 1 s: ten pairs keep the ratio's median
+  // steady.
   const deleteRuns = quick ? 3 : 10;
   const info = serverInfo(main.projectDir);
   if (!info) throw new Error("no ServerInfo after a spawn");
@@ -400,9 +403,9 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
  * Targets. Warm spawns 2x: on top of the three steps done by hand, spawn-agent proves the prompt landed (the session's
  * messages), writes the agent file durably and waits the short settle that tells a running `opencode attach` from a
  * binary that exits at once; none of it should cost as much as the steps themselves. Cold 1.3x: a cold spawn is a
- * server start and then a warm spawn, which is short beside the start. 7b 2x: beyond the kill, the DELETE answered and tmux's
- * own notice, the detection takes the server's session.deleted event to the monitor and one durable write of the
- * agent file (and the bench looks every 10 ms).
+ * server start and then a warm spawn, which is short beside the start. 7b 2x: beyond the kill, the DELETE answered
+ * and tmux's own notice, the detection takes the server's session.deleted event to the monitor and one durable write
+ * of the agent file (and the bench looks every 10 ms).
  */
 function realFigures(out: RealSamples): Figure[] {
   const handFloor =

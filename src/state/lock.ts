@@ -24,7 +24,7 @@ export interface LockTiming {
 }
 
 const DEFAULT_TIMING: LockTiming = { staleMs: 10_000, maxWaitMs: 30_000 };
-/** A lock file whose mtime is further ahead than this was written before the clock went back: it is stale. */
+/** A lock whose mtime is further ahead than this was made before the clock went back: it is stale. */
 const FUTURE_SKEW_MS = 2_000;
 /**
  * A lock or guard of a live process of this host goes stale only after this many `staleMs`: its holder refreshes it
@@ -70,7 +70,7 @@ function code(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException)?.code;
 }
 
-/** What a lock file says about its holder: `<pid> <host> <random>`, unique to one acquisition. */
+/** What a lock says about its holder: `<pid> <host> <random>`, unique to one acquisition. */
 function newOwnerToken(): string {
   return `${process.pid} ${HOST} ${randomBytes(8).toString("hex")}`;
 }
@@ -147,16 +147,27 @@ async function breakIfSame(file: string, stillSame: (seen: Seen) => boolean): Pr
   // Not the one judged: a live holder's. Put it back; if the path was taken meanwhile, the holder has lost it and its
   // token check keeps it from removing the newer one.
   await link(aside, file).catch(async (error) => {
+    if (code(error) === "EEXIST") return;
+    // Where link() follows a final symbolic link (macOS, the BSDs; Linux does not) a guard that is a link is made again
+    // from its token: symlink, like link, never replaces what took the path meanwhile.
+    if (lstatSync(aside, { throwIfNoEntry: false })?.isSymbolicLink()) {
+      try {
+        if (seen) tryCreate(file, seen.owner);
+      } catch {
+        // A guard that cannot be put back is lost; its taker's token check then leaves the path alone.
+      }
+      return;
+    }
     // A directory (an older version's lock) cannot be linked; moving it back is safe only when nothing took the path.
-    if (code(error) !== "EEXIST") await rename(aside, file).catch(() => {});
+    await rename(aside, file).catch(() => {});
   });
   await rm(aside, { recursive: true, force: true });
   return "changed";
 }
 
 /**
- * Remove `lock` if `stillSame` holds for what is there, under the lock's takeover guard (`<lock>.takeover`, taken with
- * O_EXCL). Every removal of a lock that may be stale goes through the guard and re-checks under it, so two takers
+ * Remove `lock` if `stillSame` holds for what is there, under the lock's takeover guard (`<lock>.takeover`, taken like
+ * a lock). Every removal of a lock that may be stale goes through the guard and re-checks under it, so two takers
  * that judged the same stale lock cannot remove a lock one of them (or anyone) has created since: judging and
  * removing are one step. "busy": another process holds the guard; try again later.
  */
@@ -391,7 +402,7 @@ function holdLock(lock: string, owner: string, full: LockTiming): () => Promise<
 }
 
 /**
- * Run `fn` while holding a cross-process lock on `file` (a `<file>.lock` file next to it).
+ * Run `fn` while holding a cross-process lock on `file` (`<file>.lock` next to it, see tryCreate).
  * OpenCode loads this plugin in several processes at once, so every read-modify-write of shared state goes through here.
  * Taking a free lock and giving it back are blocking calls: when `fn` does its I/O with blocking calls too (the
  * `blocking` read and write options), the lock is held through no turn of the event loop, so a process busy with

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { mkdtemp, readFile, rm, utimes, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, symlink, utimes, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { withFileLock } from "../../src/state/lock.ts";
@@ -109,6 +109,12 @@ test("the takeover guard of a dead taker is broken at once, and the stale lock i
     await writeFile(`${lock}.takeover`, `${child.pid} ${hostname()} crashed-too`);
     expect(await withFileLock(file, async () => "in", { maxWaitMs: 1_500 })).toBe("in");
     expect(lockExists(`${lock}.takeover`)).toBe(false);
+    // The same left as links, the kind this version makes.
+    await symlink(`${child.pid} ${hostname()} crashed`, lock);
+    await symlink(`${child.pid} ${hostname()} crashed-too`, `${lock}.takeover`);
+    expect(await withFileLock(file, async () => "in again", { maxWaitMs: 1_500 })).toBe("in again");
+    expect(lockExists(`${lock}.takeover`)).toBe(false);
+    expect(lockExists(lock)).toBe(false);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -1,10 +1,10 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { lstatSync } from "node:fs";
-import { mkdir, mkdtemp, rm, utimes, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, symlink, utimes, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import path from "node:path";
 import { LockTimeoutError, withFileLock } from "../../src/state/lock.ts";
-import { lockExists, lockOwner } from "../helpers/locks.ts";
+import { lockExists, lockOwner, setLockTime } from "../helpers/locks.ts";
 
 let dir: string;
 beforeEach(async () => {
@@ -48,12 +48,16 @@ test("released when fn throws", async () => {
   expect(await withFileLock(file, async () => "again")).toBe("again");
 });
 
-test("a lock left by a crashed holder is taken over once stale, file or old-style directory", async () => {
+test("a lock left by a crashed holder is taken over once stale: file, link or old-style directory", async () => {
   const old = new Date(Date.now() - 60_000);
   const fileLock = path.join(dir, "one.json");
   await writeFile(`${fileLock}.lock`, "");
   await utimes(`${fileLock}.lock`, old, old);
   expect(await withFileLock(fileLock, async () => 1, { staleMs: 1_000, maxWaitMs: 2_000 })).toBe(1);
+  const linkLock = path.join(dir, "three.json");
+  await symlink("1 other-host.example crashed", `${linkLock}.lock`);
+  await setLockTime(`${linkLock}.lock`, old);
+  expect(await withFileLock(linkLock, async () => 3, { staleMs: 1_000, maxWaitMs: 2_000 })).toBe(3);
   const dirLock = path.join(dir, "two.json");
   await mkdir(`${dirLock}.lock`);
   await utimes(`${dirLock}.lock`, old, old);
