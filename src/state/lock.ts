@@ -75,11 +75,12 @@ function newOwnerToken(): string {
   return `${process.pid} ${HOST} ${randomBytes(8).toString("hex")}`;
 }
 
-/** One lock instance: its identity, age and owner. */
+/** One lock instance: its identity, age and owner, and whether it is a link (the kind tryCreate makes). */
 interface Seen {
   ino: number;
   mtimeMs: number;
   owner: string;
+  link: boolean;
 }
 
 /**
@@ -96,7 +97,7 @@ function inspect(lock: string): Seen | undefined {
     let owner = "";
     if (info.isSymbolicLink()) owner = readlinkSync(lock);
     else if (info.isFile()) owner = readFileSync(lock, "utf8");
-    return { ino: info.ino, mtimeMs: info.mtimeMs, owner };
+    return { ino: info.ino, mtimeMs: info.mtimeMs, owner, link: info.isSymbolicLink() };
   } catch {
     // Gone (released meanwhile), or unreadable: no lock to judge.
     return undefined;
@@ -150,9 +151,9 @@ async function breakIfSame(file: string, stillSame: (seen: Seen) => boolean): Pr
     if (code(error) === "EEXIST") return;
     // Where link() follows a final symbolic link (macOS, the BSDs; Linux does not) a guard that is a link is made again
     // from its token: symlink, like link, never replaces what took the path meanwhile.
-    if (lstatSync(aside, { throwIfNoEntry: false })?.isSymbolicLink()) {
+    if (seen?.link) {
       try {
-        if (seen) tryCreate(file, seen.owner);
+        tryCreate(file, seen.owner);
       } catch {
         // A guard that cannot be put back is lost; its taker's token check then leaves the path alone.
       }
