@@ -351,8 +351,8 @@ function spawnStepMedians(main: OpencodeServer): string {
  * socket. The plugin runs inside that server; the leader's session calls spawn-agent through the model and the
  * figure is the tool's own execution time as OpenCode records it (call -> agent active, prompt delivered).
  * Cold: a fresh project, so the plugin starts the project's `opencode serve` first; its floor is the same server
- * start to healthy and then to its project instance loaded (what the spawn's first session waits for), timed on the
- * leader's own `opencode serve` (same binary, configuration and environment) just before. Warm: floor by hand
+ * start to healthy and then to its project instance loaded (what the spawn's first session waits for), timed on an
+ * `opencode serve` of its own (same binary, this plugin) right before (serveFloor). Warm: floor by hand
  * (hand-spawn.ts), as a tool the same leader calls the same way (floor-plugin.ts), so both run inside a leader's turn
  * in the same process and are timed by OpenCode alike. 7b: the spawned agents' panes and attach processes are killed
  * and their sessions deleted; measured until the agent file says inactive; floor: deathFloor.
