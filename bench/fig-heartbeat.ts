@@ -6,6 +6,14 @@ import { benchTools } from "./tool.ts";
 
 /** Calls per round; rounds of the tool and of the floors alternate, short ones so a busy moment hits both alike. */
 const ROUND = 10;
+/**
+ * A pause after each pair of measured rounds, so that the 300 pairs span one write-back period of the page cache
+ * (30 s): the cost of creating a file, which a lock does, climbs and falls over that period on a disk without a
+ * journal (settle.ts), and rounds in a row took 1 s and met one phase of it: five such runs in five seconds gave
+ * ratios from 1.82x to 3.55x, four paced runs in two minutes 2.89x to 3.27x. Heartbeats of real agents come seconds
+ * apart too.
+ */
+const PACE_MS = 100;
 
 /**
  * 1. The heartbeat tool, called in-process the way OpenCode calls it, round-robin over a team of 10. Its floor is the
@@ -74,6 +82,7 @@ export async function benchHeartbeat(quick: boolean): Promise<Figure[]> {
       rounds,
       (round) => heartbeatRound(true, round),
       (round) => floorRound(true, round),
+      quick ? 0 : PACE_MS,
     );
     note(`heartbeat: ${samples.length} calls, ${locked.length} floor writes`);
     return [

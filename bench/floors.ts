@@ -13,11 +13,15 @@ const SLOT_BYTES = 16 * 1024;
 /** The head a slot reader needs for a record without metadata. */
 const SLOT_HEAD = 2048;
 
-/** Run the figure's round and the floor's round by turns, swapping which goes first, so a busy moment hits both. */
+/**
+ * Run the figure's round and the floor's round by turns, swapping which goes first, so a busy moment hits both;
+ * `pauseMs` after each pair spreads the pairs over a longer stretch of the machine's time.
+ */
 export async function interleaved(
   rounds: number,
   subject: (round: number) => Promise<void>,
   floor: (round: number) => Promise<void>,
+  pauseMs = 0,
 ): Promise<void> {
   for (let round = 0; round < rounds; round++) {
     if (round % 2 === 0) {
@@ -27,6 +31,7 @@ export async function interleaved(
       await floor(round);
       await subject(round);
     }
+    if (pauseMs > 0) await sleep(pauseMs);
   }
 }
 

@@ -16,6 +16,7 @@ import { benchStatus } from "./fig-status.ts";
 import { benchSweep } from "./fig-sweep.ts";
 import { benchWorktree } from "./fig-worktree.ts";
 import { machineInfo } from "./machine.ts";
+import { settleFiles, settleLoad } from "./settle.ts";
 import { type Figure, markdownTable, withLoad } from "./stats.ts";
 
 const REPO_ROOT = path.resolve(import.meta.dir, "..");
@@ -30,8 +31,10 @@ const LEGEND = [
   "median of the ratios of rounds timed back to back (the disk and CPU of a shared machine have slow spells of a",
   'fraction of a second to seconds, which a pair meets together). "met" judges the ratio (counts and simulated time',
   "against their absolute targets); a figure whose 1-minute load average was above the core count before it, or",
-  'after it by more than its own processes account for, is "noisy" and not judged (before each figure the bench waits',
-  "up to 150 s for the load the previous one left to fall back to the core count).",
+  'after it by more than its own processes account for, is "noisy" and not judged. Before each figure the bench waits',
+  "up to 150 s for the load the previous one left to fall back to the core count, then up to 120 s for a file's",
+  "create + unlink to cost what it cost at the run's quietest (file create): after many files are removed, creating",
+  "one costs up to several times more for a while on some disks, and every lock and atomic write creates one.",
 ].join(" ");
 
 /**
@@ -79,26 +82,18 @@ process.stderr.write(
 );
 const figures: Figure[] = [];
 const failed: string[] = [];
-/**
- * The 1-minute load average decays with a one-minute time constant: after a group that kept five processes busy it
- * stays above the core count for a minute or more, and the next group would be judged noisy for what this bench did.
- * Before each group, wait (up to SETTLE_MAX_MS) until it is back at or below the core count; a machine that stays
- * busier is noted as such.
- */
-const SETTLE_MAX_MS = 150_000;
-async function settleLoad(cores: number): Promise<void> {
-  const deadline = performance.now() + SETTLE_MAX_MS;
-  while ((os.loadavg()[0] ?? 0) > cores && performance.now() < deadline) await Bun.sleep(2_000);
-}
-
 for (const group of GROUPS) {
   if (only && !only.has(group.id)) continue;
   await settleLoad(machine.cores);
+  const fileCreateUs = await settleFiles();
   const before = os.loadavg()[0] ?? 0;
-  process.stderr.write(`figure ${group.id}… (load ${before.toFixed(2)})\n`);
+  process.stderr.write(
+    `figure ${group.id}… (load ${before.toFixed(2)}, file create ${fileCreateUs.toFixed(0)} us)\n`,
+  );
   try {
     const measured = await group.run(quick);
-    figures.push(...withLoad(measured, { before, after: os.loadavg()[0] ?? 0 }, group.own, machine.cores));
+    const load = { before, after: os.loadavg()[0] ?? 0 };
+    figures.push(...withLoad(measured, load, group.own, machine.cores).map((f) => ({ ...f, fileCreateUs })));
   } catch (error) {
     // The other groups' figures are still worth printing; the run as a whole is not complete.
     failed.push(group.id);

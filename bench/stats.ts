@@ -58,6 +58,8 @@ export interface Figure {
   met?: boolean;
   /** Set by the runner: the 1-minute load average before and after this figure's group. */
   load?: Load;
+  /** Set by the runner: what an O_EXCL file's create + unlink cost, in microseconds, once the disk had settled. */
+  fileCreateUs?: number;
   /** The load went above the core count during this figure's run: its ratio is shown but not judged. */
   noisy?: boolean;
   /** Counts and simulated time do not depend on how busy the machine is: judged whatever the load. */
@@ -168,7 +170,19 @@ function floorCell(f: Figure): string {
 /** The Markdown table the README carries, exactly as printed. */
 export function markdownTable(figures: readonly Figure[]): string {
   const rows = [
-    ["#", "figure", "median", "unit", "floor", "floor median", "ratio", "target", "load 1m", "met"],
+    [
+      "#",
+      "figure",
+      "median",
+      "unit",
+      "floor",
+      "floor median",
+      "ratio",
+      "target",
+      "load 1m",
+      "file create",
+      "met",
+    ],
     ...figures.map((f) => [
       f.id,
       `${f.name}${f.notes ? ` (${f.notes})` : ""}`,
@@ -179,6 +193,7 @@ export function markdownTable(figures: readonly Figure[]): string {
       f.ratio === undefined ? "" : `${f.ratio.toFixed(2)}x`,
       f.target ?? "",
       f.load ? `${f.load.before.toFixed(1)} -> ${f.load.after.toFixed(1)}` : "",
+      f.fileCreateUs === undefined ? "" : `${f.fileCreateUs.toFixed(0)} us`,
       verdict(f),
     ]),
   ];

@@ -74,12 +74,13 @@ describe("bench figures against their floors", () => {
         { before: 0.2, after: 0.4 },
         1,
         2,
-      ),
+      ).map((f) => ({ ...f, fileCreateUs: 24.4 })),
     );
     const lines = table.split("\n");
     expect(new Set(lines.map((l) => l.length)).size).toBe(1);
     expect(lines[2]).toContain("2.00x");
     expect(lines[2]).toContain("locked write; bare: 0.100");
     expect(lines[2]).toContain("0.2 -> 0.4");
+    expect(lines[2]).toContain("24 us");
   });
 });

@@ -1,0 +1,82 @@
+/**
+ * The machine's state before each figure group: the bench waits for what the previous group (or anything before the
+ * bench) left behind to pass, so that two runs start each figure from the same state.
+ */
+import { closeSync, constants, mkdtempSync, openSync, rmSync, unlinkSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { quantile } from "./stats.ts";
+
+/**
+ * The 1-minute load average decays with a one-minute time constant: after a group that kept five processes busy it
+ * stays above the core count for a minute or more, and the next group would be judged noisy for what this bench did.
+ * Wait (up to LOAD_MAX_MS) until it is back at or below the core count; a machine that stays busier is noted as such.
+ */
+const LOAD_MAX_MS = 150_000;
+export async function settleLoad(cores: number): Promise<void> {
+  const deadline = performance.now() + LOAD_MAX_MS;
+  while ((os.loadavg()[0] ?? 0) > cores && performance.now() < deadline) await Bun.sleep(2_000);
+}
+
+/**
+ * Creating a file costs more for a while after many files were removed: ext4 without a journal (this bench's machine)
+ * will not reuse an inode freed in the last 60 s (300 s more while its inode table block is unwritten), and checks
+ * each such inode in turn before it finds a usable one. Measured here, with nothing else running: an O_EXCL create +
+ * unlink costs 20-40 us on a quiet disk; a trickle of creates (200 every 2.5 s) made it climb to 77 us over 27 s, and
+ * it fell back each time the page cache wrote back (every 30 s); it stayed at 270-310 us for 20 s from 10 s after a
+ * bench of figures 1 and 2 ended, and was back at 31 us 35 s after. Every lock and atomic write creates a file, so a
+ * figure that starts in such a spell (the load wait before it lasts from 0 to 150 s, so one run's figure may meet it
+ * and the other's not) runs on a slower disk, and its ratio to a floor made mostly of creates moves: the figure's own
+ * work beyond the floor does not slow with it.
+ */
+const FILES_MAX_MS = 120_000;
+const FILES_EVERY_MS = 5_000;
+/** Within this factor of the quietest cost seen in this run, twice in a row, the disk counts as settled. */
+const FILES_SETTLED = 2;
+/** How long the first wait watches at least, so that "quietest" is not the middle of a spell the run started in. */
+const FILES_FIRST_WATCH_MS = 30_000;
+
+/** The median cost, in microseconds, of an O_EXCL create and unlink in a fresh directory of the temporary disk. */
+export function fileCreateCost(): number {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "oct-settle-"));
+  try {
+    const file = path.join(dir, "probe");
+    const batches: number[] = [];
+    for (let batch = 0; batch < 5; batch++) {
+      const started = performance.now();
+      for (let i = 0; i < 40; i++) {
+        closeSync(openSync(file, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o644));
+        unlinkSync(file);
+      }
+      batches.push(((performance.now() - started) / 40) * 1000);
+    }
+    return quantile(batches, 0.5);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+let quietest = Number.POSITIVE_INFINITY;
+let watchedMs = 0;
+
+/**
+ * Wait until a file's create + unlink costs at most FILES_SETTLED times the quietest cost seen in this run, twice in a
+ * row FILES_EVERY_MS apart (at most FILES_MAX_MS). Returns the last cost measured, which the table shows.
+ */
+export async function settleFiles(): Promise<number> {
+  const started = performance.now();
+  let previous = Number.POSITIVE_INFINITY;
+  for (;;) {
+    const cost = fileCreateCost();
+    quietest = Math.min(quietest, cost);
+    const limit = quietest * FILES_SETTLED;
+    const elapsed = performance.now() - started;
+    const settled = cost <= limit && previous <= limit && watchedMs + elapsed >= FILES_FIRST_WATCH_MS;
+    if (settled || elapsed >= FILES_MAX_MS) {
+      watchedMs += elapsed;
+      return cost;
+    }
+    previous = cost;
+    await Bun.sleep(FILES_EVERY_MS);
+  }
+}
