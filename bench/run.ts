@@ -84,11 +84,14 @@ const figures: Figure[] = [];
 const failed: string[] = [];
 for (const group of GROUPS) {
   if (only && !only.has(group.id)) continue;
+  const waitStarted = performance.now();
   await settleLoad(machine.cores);
+  const loadWaitS = (performance.now() - waitStarted) / 1000;
   const fileCreateUs = await settleFiles();
+  const filesWaitS = (performance.now() - waitStarted) / 1000 - loadWaitS;
   const before = os.loadavg()[0] ?? 0;
   process.stderr.write(
-    `figure ${group.id}… (load ${before.toFixed(2)}, file create ${fileCreateUs.toFixed(0)} us)\n`,
+    `figure ${group.id}… (load ${before.toFixed(2)} after ${loadWaitS.toFixed(0)} s, file create ${fileCreateUs.toFixed(0)} us after ${filesWaitS.toFixed(0)} s)\n`,
   );
   try {
     const measured = await group.run(quick);
