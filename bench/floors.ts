@@ -53,6 +53,11 @@ export async function bareSlotWrite(file: string): Promise<void> {
   }
 }
 
+/** The floor's lock: an empty file created with O_EXCL, which throws EEXIST when the file is there. */
+export function createEmptyExclusive(file: string): void {
+  closeSync(openSync(file, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o644));
+}
+
 /**
  * The same write under the least cross-process lock there is: an O_EXCL lock file created, the slot written, the lock
  * file removed; a taken lock is retried after a short sleep. No stale-lock takeover, no refresh, no exit hook.
@@ -62,7 +67,7 @@ export async function lockedSlotWrite(file: string): Promise<void> {
   for (let delay = 0.25; ; delay = Math.min(delay * 2, 25)) {
     try {
       // Blocking calls, as the store's lock takes and gives back a free lock.
-      closeSync(openSync(lock, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o644));
+      createEmptyExclusive(lock);
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;

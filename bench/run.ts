@@ -17,6 +17,7 @@ import { benchSweep } from "./fig-sweep.ts";
 import { benchWorktree } from "./fig-worktree.ts";
 import { machineInfo } from "./machine.ts";
 import { settleFiles, settleLoad } from "./settle.ts";
+import { timed } from "./setup.ts";
 import { type Figure, markdownTable, withLoad } from "./stats.ts";
 
 const REPO_ROOT = path.resolve(import.meta.dir, "..");
@@ -33,8 +34,9 @@ const LEGEND = [
   "against their absolute targets); a figure whose 1-minute load average was above the core count before it, or",
   'after it by more than its own processes account for, is "noisy" and not judged. Before each figure the bench waits',
   "up to 150 s for the load the previous one left to fall back to the core count, then up to 120 s for a file's",
-  "create + unlink to cost what it cost at the run's quietest (file create): after many files are removed, creating",
-  "one costs up to several times more for a while on some disks, and every lock and atomic write creates one.",
+  "create + unlink to cost at most twice what it cost at the run's quietest (file create): after many files are",
+  "removed, creating one costs up to several times more for a while on some disks, and every lock and atomic write",
+  "creates one.",
 ].join(" ");
 
 /**
@@ -84,11 +86,10 @@ const figures: Figure[] = [];
 const failed: string[] = [];
 for (const group of GROUPS) {
   if (only && !only.has(group.id)) continue;
-  const waitStarted = performance.now();
-  await settleLoad(machine.cores);
-  const loadWaitS = (performance.now() - waitStarted) / 1000;
+  const loadWaitS = (await timed(() => settleLoad(machine.cores))) / 1000;
+  const filesStarted = performance.now();
   const fileCreateUs = await settleFiles();
-  const filesWaitS = (performance.now() - waitStarted) / 1000 - loadWaitS;
+  const filesWaitS = (performance.now() - filesStarted) / 1000;
   const before = os.loadavg()[0] ?? 0;
   process.stderr.write(
     `figure ${group.id}… (load ${before.toFixed(2)} after ${loadWaitS.toFixed(0)} s, file create ${fileCreateUs.toFixed(0)} us after ${filesWaitS.toFixed(0)} s)\n`,

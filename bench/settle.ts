@@ -2,9 +2,10 @@
  * The machine's state before each figure group: the bench waits for what the previous group (or anything before the
  * bench) left behind to pass, so that two runs start each figure from the same state.
  */
-import { closeSync, constants, mkdtempSync, openSync, rmSync, unlinkSync } from "node:fs";
+import { mkdtempSync, rmSync, unlinkSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { createEmptyExclusive } from "./floors.ts";
 import { quantile } from "./stats.ts";
 
 /**
@@ -23,7 +24,7 @@ export async function settleLoad(cores: number): Promise<void> {
  * will not reuse an inode freed in the last 60 s (300 s more while its inode table block is unwritten), and checks
  * each such inode in turn before it finds a usable one. Measured here, with nothing else running: an O_EXCL create +
  * unlink costs 20-40 us on a quiet disk; a trickle of creates (200 every 2.5 s) made it climb to 77 us over 27 s, and
- * it fell back each time the page cache wrote back (every 30 s); it stayed at 270-310 us for 20 s from 10 s after a
+ * it fell back every 30 s (the kernel's dirty-page expiry here); it stayed at 270-310 us for 20 s from 10 s after a
  * bench of figures 1 and 2 ended, and was back at 31 us 35 s after. Every lock and atomic write creates a file, so a
  * figure that starts in such a spell (the load wait before it lasts from 0 to 150 s, so one run's figure may meet it
  * and the other's not) runs on a slower disk, and its ratio to a floor made mostly of creates moves: the figure's own
@@ -36,7 +37,10 @@ const FILES_SETTLED = 2;
 /** How long the first wait watches at least, so that "quietest" is not the middle of a spell the run started in. */
 const FILES_FIRST_WATCH_MS = 30_000;
 
-/** The median cost, in microseconds, of an O_EXCL create and unlink in a fresh directory of the temporary disk. */
+/**
+ * The median cost, in microseconds, of the floors' lock (an O_EXCL create) and its unlink, in a fresh directory of the
+ * temporary disk.
+ */
 export function fileCreateCost(): number {
   const dir = mkdtempSync(path.join(os.tmpdir(), "oct-settle-"));
   try {
@@ -45,7 +49,7 @@ export function fileCreateCost(): number {
     for (let batch = 0; batch < 5; batch++) {
       const started = performance.now();
       for (let i = 0; i < 40; i++) {
-        closeSync(openSync(file, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, 0o644));
+        createEmptyExclusive(file);
         unlinkSync(file);
       }
       batches.push(((performance.now() - started) / 40) * 1000);
