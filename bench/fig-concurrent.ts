@@ -98,9 +98,10 @@ async function round(seconds: number, floorFirst: boolean) {
  * slices, so a slow spell of the machine hits both sides. Target 2x, as for one heartbeat (figure 1).
  */
 export async function benchConcurrent(quick: boolean): Promise<Figure[]> {
-  // Five processes on the machine's cores swing from round to round: more, shorter rounds for a steadier median.
+  // Five processes on the machine's cores swing from round to round, and the middle half of the slice pairs' ratios
+  // spanned a quarter either side of the median: many rounds, each on a team of its own, for a steadier median.
   const seconds = quick ? 3 : 8;
-  const rounds = quick ? 1 : 5;
+  const rounds = quick ? 1 : 8;
   const rates: number[] = [];
   const floorRates: number[] = [];
   const pairs: [number, number][] = [];

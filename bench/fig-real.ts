@@ -265,6 +265,9 @@ async function warmRuns(
   out: RealSamples,
 ): Promise<void> {
   const runs = quick ? 3 : 10;
+  // Spaced rounds leave no pane up (7b needs none of them) and cost ~7 s a pair: more of them for a steadier median
+  // (6a' ran 2.26x-3.37x over five runs of ten pairs).
+  const spacedRuns = quick ? 3 : 16;
   // Each round's latency is mostly the DELETE's, which varies from 0.1 to 1 s: ten pairs keep the ratio's median
   // steady.
   const deleteRuns = quick ? 3 : 10;
@@ -315,7 +318,7 @@ async function warmRuns(
   });
   if (!team.output.success) throw new Error(`create-team bench-spaced: ${team.output.error}`);
   await spawnSeries(
-    runs,
+    spacedRuns,
     SPACED_PAUSE_MS,
     () => timedSpawn(main, spacedLeader, spawnCall("bench-spaced"), out.warmSpaced),
     hand(spacedLeader, out.warmSpacedFloor),
@@ -324,7 +327,7 @@ async function warmRuns(
       hand: async (agent) => killPane(socket, agent),
     },
   );
-  note(`spawn: ${runs} warm, spaced, and ${runs} by hand`);
+  note(`spawn: ${spacedRuns} warm, spaced, and ${spacedRuns} by hand`);
   note(`spawn steps, median ms of the warm spawns (from the plugin's log): ${spawnStepMedians(main)}`);
 }
 

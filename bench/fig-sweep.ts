@@ -140,10 +140,10 @@ async function freshSweeps(quick: boolean): Promise<Figure[]> {
 
 /** 3c and 3d: `count` agents going inactive in one sweep, by turns with the replay of what it wrote. */
 async function inactiveSweeps(quick: boolean): Promise<Figure[]> {
-  // fsync times swing from run to run: as many runs as the bench's time allows (a run of 100 takes a fraction of a
-  // second with its seeding, a run of 1000 seconds).
-  const hundredRuns = quick ? 2 : 25;
-  const thousandRuns = quick ? 2 : 7;
+  // A pair's ratio strays far from the median (3c's middle half spanned 1.95x-3.01x over 25 pairs): as many runs as
+  // the bench's time allows (a run of 100 takes about half a second with its seeding, a run of 1000 about five).
+  const hundredRuns = quick ? 2 : 75;
+  const thousandRuns = quick ? 2 : 15;
   const hundred = await goingInactive(100, hundredRuns);
   const thousand = await goingInactive(AGENTS, thousandRuns);
   note(`sweep: inactive ${hundredRuns} runs of 100, ${thousandRuns} of ${AGENTS}`);

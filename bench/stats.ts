@@ -50,6 +50,8 @@ export interface Figure {
     also?: { what: string; median: number };
     /** How many round pairs the ratio is the median of (see Floor.pairs); absent: the ratio of the medians. */
     pairs?: number;
+    /** The paired rounds' ratios at their first and third quartile: how far a round's ratio strays within the run. */
+    pairRatios?: [q1: number, q3: number];
   };
   /** The figure's cost in units of its floor's; above 1 means slower than the floor. */
   ratio?: number;
@@ -110,11 +112,10 @@ export function figure(
       ...(floor.also ? { also: { what: floor.also.what, median: quantile(floor.also.samples, 0.5) } } : {}),
     };
     if (floor.pairs && floor.pairs.length > 0) {
+      const ratios = floor.pairs.map(([subject, base]) => ratioOf(subject, base, floor.higherIsBetter));
       out.floor.pairs = floor.pairs.length;
-      out.ratio = quantile(
-        floor.pairs.map(([subject, base]) => ratioOf(subject, base, floor.higherIsBetter)),
-        0.5,
-      );
+      out.floor.pairRatios = [quantile(ratios, 0.25), quantile(ratios, 0.75)];
+      out.ratio = quantile(ratios, 0.5);
     } else out.ratio = ratioOf(median, floorMedian, floor.higherIsBetter);
     if (floor.maxRatio !== undefined) {
       out.target = `<= ${floor.maxRatio}x`;

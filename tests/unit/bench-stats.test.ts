@@ -23,6 +23,8 @@ describe("bench figures against their floors", () => {
     });
     expect(paired.ratio).toBeCloseTo(2);
     expect(paired.floor?.pairs).toBe(5);
+    // The middle half of the pairs' ratios: 0.67x (the pair split by the spell) stays out of it.
+    expect(paired.floor?.pairRatios).toEqual([2, 2]);
     expect(markdownTable([paired])).toContain("median of 5 paired rounds");
     const rate = figure("5a", "r", "1/s", [100], {
       floor: {
