@@ -38,6 +38,7 @@ import {
   type WriteOptions,
   writeJson,
 } from "./store.ts";
+import { removeStrayTemps, STRAY_TEMP_AGE_MS } from "./stray-temps.ts";
 import { newTaskSeries } from "./task-series.ts";
 
 /** An agent's durable state together with its freshest liveness record. */
@@ -176,6 +177,11 @@ export class TeamStore {
 
   async init(): Promise<void> {
     await ensureStorageRoot(this.paths.root);
+  }
+
+  /** Temporary files of writes that died before their rename, older than an hour at `now`; how many went. */
+  removeStrayTemps(now: number): Promise<number> {
+    return removeStrayTemps(this.paths.root, now - STRAY_TEMP_AGE_MS);
   }
 
   /** Close a storage dir an older version left readable by others, without creating it. Whether it changed. */

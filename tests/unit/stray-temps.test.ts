@@ -1,0 +1,84 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { mkdir, readdir, symlink, utimes, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { startLiveness } from "../../src/operations/liveness/background.ts";
+import { writeTempNow } from "../../src/state/store.ts";
+import { removeStrayTemps } from "../../src/state/stray-temps.ts";
+import { addAgent } from "../helpers/agents.ts";
+import { makeTestContext, type TestContext } from "../helpers/context.ts";
+import { toolCaller } from "../helpers/tools.ts";
+
+const HOUR = 60 * 60 * 1000;
+const contexts: TestContext[] = [];
+
+afterEach(async () => {
+  for (const ctx of contexts.splice(0)) await ctx.cleanup();
+});
+
+async function context(): Promise<TestContext> {
+  const ctx = await makeTestContext();
+  contexts.push(ctx);
+  await toolCaller(ctx)("create-team", { teamName: "alpha" }, "ses_lead");
+  return ctx;
+}
+
+/** A write's temporary file named as the store names it, as a writer killed before its rename leaves it. */
+async function leftTemp(file: string, mtime: number): Promise<string> {
+  await mkdir(path.dirname(file), { recursive: true });
+  const temp = writeTempNow(file, '{"half": ');
+  await utimes(temp, mtime / 1000, mtime / 1000);
+  return temp;
+}
+
+describe("temporary files of interrupted writes", () => {
+  test("only this plugin's temporary files older than the cut-off go; worktrees, links and other files stay", async () => {
+    const ctx = await context();
+    const { paths } = ctx.store;
+    const now = ctx.clock.now();
+    const agentFile = paths.agentState("alpha", "0b6f1c1e-2f0a-4d39-9a3e-6a1f0e1c2d3b");
+    const old = await leftTemp(agentFile, now - 2 * HOUR);
+    const oldTeam = await leftTemp(paths.tasks("alpha"), now - 2 * HOUR);
+    const fresh = await leftTemp(paths.teamConfig("alpha"), now - 60_000);
+    // The user's files in an agent's checkout, even one named like ours, are not state.
+    const inWorktree = await leftTemp(
+      path.join(paths.worktreesDir, "alpha-w1", "src", "data.json"),
+      now - 2 * HOUR,
+    );
+    // Not our naming.
+    const other = path.join(paths.teamDir("alpha"), "notes.tmp");
+    await writeFile(other, "x");
+    await utimes(other, (now - 2 * HOUR) / 1000, (now - 2 * HOUR) / 1000);
+    // A link named like ours is neither removed nor followed.
+    const outside = path.join(path.dirname(paths.root), "outside.json.1.deadbeef.tmp");
+    await writeFile(outside, "theirs");
+    await utimes(outside, (now - 2 * HOUR) / 1000, (now - 2 * HOUR) / 1000);
+    const link = path.join(paths.teamDir("alpha"), "linked.json.7.deadbeef.tmp");
+    await symlink(outside, link);
+
+    expect(await removeStrayTemps(paths.root, now - HOUR)).toBe(2);
+    expect([old, oldTeam].map(existsSync)).toEqual([false, false]);
+    expect([fresh, inWorktree, other, outside, link].map(existsSync)).toEqual([true, true, true, true, true]);
+    // A second pass finds nothing more; a missing root is no error.
+    expect(await removeStrayTemps(paths.root, now - HOUR)).toBe(0);
+    expect(await removeStrayTemps(path.join(paths.root, "nowhere"), now)).toBe(0);
+  });
+
+  test("liveness removes them when it starts, beside intact state", async () => {
+    const ctx = await context();
+    const agent = await addAgent(ctx, "alpha");
+    const agentFile = ctx.store.paths.agentState("alpha", agent.agentId);
+    const temp = await leftTemp(agentFile, ctx.clock.now() - 2 * HOUR);
+    const handle = startLiveness(ctx, { reconnectInitialMs: 5, reconnectMaxMs: 20, streamIdleMs: 60_000 });
+    try {
+      const deadline = Date.now() + 2_000;
+      while (existsSync(temp) && Date.now() < deadline) await Bun.sleep(5);
+      expect(existsSync(temp)).toBe(false);
+      expect(await readdir(path.dirname(agentFile))).toContain(path.basename(agentFile));
+      expect((await ctx.store.readAgent("alpha", agent.agentId)).kind).toBe("ok");
+      expect(ctx.logs.some((l) => l.message.includes("temporary files of interrupted writes"))).toBe(true);
+    } finally {
+      await handle.release();
+    }
+  });
+});
