@@ -144,8 +144,19 @@ async function inactiveSweeps(quick: boolean): Promise<Figure[]> {
   // the bench's time allows (a run of 100 takes about half a second with its seeding, a run of 1000 about five).
   const hundredRuns = quick ? 2 : 75;
   const thousandRuns = quick ? 2 : 15;
-  const hundred = await goingInactive(100, hundredRuns);
-  const thousand = await goingInactive(AGENTS, thousandRuns);
+  // Every run's project stays until both series are done. Removed after each run (its ~500 or ~4000 files), it made
+  // the next run's durable writes slower, the floor's (nearly all fsync) more than the sweep's: 3c's floor ran 47-105
+  // ms and 3d's 979-1244 ms over five runs; held back, 28-35 and 340-470 ms over two, and the middle half of 3d's
+  // pairs' ratios went from as wide as 1.01x-2.14x to 2.07x-2.40x.
+  const projects: TestContext[] = [];
+  let hundred: DurableSeries;
+  let thousand: DurableSeries;
+  try {
+    hundred = await goingInactive(100, hundredRuns, projects);
+    thousand = await goingInactive(AGENTS, thousandRuns, projects);
+  } finally {
+    for (const ctx of projects) await ctx.cleanup();
+  }
   note(`sweep: inactive ${hundredRuns} runs of 100, ${thousandRuns} of ${AGENTS}`);
   const durable = (series: DurableSeries, count: number) => ({
     floor: {
@@ -175,39 +186,43 @@ async function inactiveSweeps(quick: boolean): Promise<Figure[]> {
   ];
 }
 
-async function goingInactive(count: number, runs: number): Promise<DurableSeries> {
+async function goingInactive(count: number, runs: number, projects: TestContext[]): Promise<DurableSeries> {
   const series = new DurableSeries();
-  for (let run = 0; run < runs; run++) {
-    // Silent for 80 s with one miss counted a sweep ago: this sweep counts the second and gives all of them up.
-    const ctx = await project(
-      (c) => () => {
-        const now = c.clock.now();
-        return {
-          heartbeatTs: new Date(now - 80_000).toISOString(),
-          consecutiveMisses: 1,
-          lastMissAt: new Date(now - 15_000).toISOString(),
-        };
-      },
-      count,
-    );
-    try {
-      const sweeper = new StaleSweeper(ctx);
-      let ended = 0;
-      await series.measure(
-        ctx,
-        async () => {
-          ended = (await sweeper.sweep()).inactive.length;
-        },
-        run % 2 === 1,
-      );
-      if (ended !== count) throw new Error(`expected ${count} inactive, got ${ended}`);
-      const board = await ctx.store.readTasks("big");
-      const pending =
-        board.kind === "ok" ? board.value.tasks.filter((t) => t.status === "pending").length : 0;
-      if (pending !== count) throw new Error(`expected ${count} tasks back to pending, got ${pending}`);
-    } finally {
-      await ctx.cleanup();
-    }
-  }
+  for (let run = 0; run < runs; run++) projects.push(await inactiveRun(series, count, run));
   return series;
+}
+
+/** One run of `goingInactive`; its project is left for the caller to remove (see inactiveSweeps). */
+async function inactiveRun(series: DurableSeries, count: number, run: number): Promise<TestContext> {
+  // Silent for 80 s with one miss counted a sweep ago: this sweep counts the second and gives all of them up.
+  const ctx = await project(
+    (c) => () => {
+      const now = c.clock.now();
+      return {
+        heartbeatTs: new Date(now - 80_000).toISOString(),
+        consecutiveMisses: 1,
+        lastMissAt: new Date(now - 15_000).toISOString(),
+      };
+    },
+    count,
+  );
+  try {
+    const sweeper = new StaleSweeper(ctx);
+    let ended = 0;
+    await series.measure(
+      ctx,
+      async () => {
+        ended = (await sweeper.sweep()).inactive.length;
+      },
+      run % 2 === 1,
+    );
+    if (ended !== count) throw new Error(`expected ${count} inactive, got ${ended}`);
+    const board = await ctx.store.readTasks("big");
+    const pending = board.kind === "ok" ? board.value.tasks.filter((t) => t.status === "pending").length : 0;
+    if (pending !== count) throw new Error(`expected ${count} tasks back to pending, got ${pending}`);
+    return ctx;
+  } catch (error) {
+    await ctx.cleanup();
+    throw error;
+  }
 }
