@@ -1,7 +1,8 @@
-import { lstat, readdir, rm, writeFile } from "node:fs/promises";
+import { lstat, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { resolveOpencodeBinary } from "../edges/opencode-binary.ts";
 import type { TeamsContext } from "../operations/context.ts";
+import { walkStorage } from "../state/storage-walk.ts";
 import { checkPluginConfigured, checkPluginLoads } from "./doctor-plugin.ts";
 import type { Painter } from "./format.ts";
 
@@ -73,20 +74,16 @@ async function checkStorage(ctx: TeamsContext): Promise<Check[]> {
   }
   const damaged: string[] = [];
   const staleLocks: string[] = [];
-  // Not into the worktrees: checkouts of the project (agents' and the spare), whose `bun.lock` or `Cargo.lock` is
-  // the project's own file, not a lock of ours.
-  const walk = async (dir: string): Promise<void> => {
-    for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
-      const full = path.join(dir, entry.name);
-      if (entry.name.includes(".corrupt-")) damaged.push(path.relative(root, full));
-      // Locks (links, or files), and lock directories an older version left behind: their own mtime, never a target.
-      else if (entry.name.endsWith(".lock")) {
-        const info = await lstat(full).catch(() => undefined);
-        if (info && ctx.clock.now() - info.mtimeMs > 10_000) staleLocks.push(path.relative(root, full));
-      } else if (entry.isDirectory() && full !== ctx.store.paths.worktreesDir) await walk(full);
-    }
-  };
-  await walk(root);
+  // Not into the worktrees (walkStorage): their `bun.lock` or `Cargo.lock` is the project's own file, not a lock of ours.
+  await walkStorage(ctx.store.paths, async (full, entry) => {
+    if (entry.name.includes(".corrupt-")) damaged.push(path.relative(root, full));
+    // Locks (links, or files), and lock directories an older version left behind: their own mtime, never a target.
+    else if (entry.name.endsWith(".lock")) {
+      const info = await lstat(full).catch(() => undefined);
+      if (info && ctx.clock.now() - info.mtimeMs > 10_000) staleLocks.push(path.relative(root, full));
+    } else return true;
+    return false;
+  });
   checks.push(
     damaged.length === 0
       ? { name: "state files", level: "ok", detail: "no damaged files" }

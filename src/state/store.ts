@@ -152,6 +152,9 @@ type JsonWriter = <S extends z.ZodType>(
   options?: WriteOptions,
 ) => Promise<void>;
 
+/** How tempName ends: `.<pid>.<8 hex>.tmp`. */
+export const TEMP_NAME = /\.\d+\.[0-9a-f]{8}\.tmp$/;
+
 /** A fresh temporary name beside `file`: no reader takes a `.tmp` file for state. */
 function tempName(file: string): string {
   return `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;

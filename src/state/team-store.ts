@@ -181,7 +181,7 @@ export class TeamStore {
 
   /** Temporary files of writes that died before their rename, older than an hour at `now`; how many went. */
   removeStrayTemps(now: number): Promise<number> {
-    return removeStrayTemps(this.paths.root, now - STRAY_TEMP_AGE_MS);
+    return removeStrayTemps(this.paths, now - STRAY_TEMP_AGE_MS);
   }
 
   /** Close a storage dir an older version left readable by others, without creating it. Whether it changed. */

@@ -3,6 +3,7 @@ import { existsSync } from "node:fs";
 import { mkdir, readdir, symlink, utimes, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { startLiveness } from "../../src/operations/liveness/background.ts";
+import { StoragePaths } from "../../src/state/paths.ts";
 import { writeTempNow } from "../../src/state/store.ts";
 import { removeStrayTemps } from "../../src/state/stray-temps.ts";
 import { addAgent } from "../helpers/agents.ts";
@@ -56,12 +57,12 @@ describe("temporary files of interrupted writes", () => {
     const link = path.join(paths.teamDir("alpha"), "linked.json.7.deadbeef.tmp");
     await symlink(outside, link);
 
-    expect(await removeStrayTemps(paths.root, now - HOUR)).toBe(2);
+    expect(await removeStrayTemps(paths, now - HOUR)).toBe(2);
     expect([old, oldTeam].map(existsSync)).toEqual([false, false]);
     expect([fresh, inWorktree, other, outside, link].map(existsSync)).toEqual([true, true, true, true, true]);
     // A second pass finds nothing more; a missing root is no error.
-    expect(await removeStrayTemps(paths.root, now - HOUR)).toBe(0);
-    expect(await removeStrayTemps(path.join(paths.root, "nowhere"), now)).toBe(0);
+    expect(await removeStrayTemps(paths, now - HOUR)).toBe(0);
+    expect(await removeStrayTemps(new StoragePaths(path.join(paths.root, "nowhere")), now)).toBe(0);
   });
 
   test("liveness removes them when it starts, beside intact state", async () => {

@@ -174,45 +174,35 @@ async function followStream(
 /** How often the storage is searched for the temporary files of writes a crash cut short. */
 const STRAY_TEMP_CHECK_MS = 60 * 60 * 1000;
 
-/** One search at a time for stray temporary files (TeamStore.removeStrayTemps); never throws. */
-class StrayTempRemover {
-  private running: Promise<void> | undefined;
-
-  constructor(private readonly ctx: TeamsContext) {}
-
-  tick(): void {
-    if (this.running) return;
-    this.running = this.ctx.store
-      .removeStrayTemps(this.ctx.clock.now())
-      .then((removed) => {
-        if (removed > 0) this.ctx.log("info", "removed temporary files of interrupted writes", { removed });
-      })
-      .catch((error: unknown) => {
-        this.ctx.log("warn", "could not search for stray temporary files", { error: String(error) });
-      })
-      .finally(() => {
-        this.running = undefined;
-      });
-  }
-
-  settled(): Promise<void> | undefined {
-    return this.running;
-  }
+/**
+ * Remove the temporary files of writes a crash cut short (TeamStore.removeStrayTemps), logging how many went. Never
+ * rejects: a rejection nobody awaits would end the host process. Two searches at once only find less each.
+ */
+function removeStrayTemps(ctx: TeamsContext): Promise<void> {
+  return ctx.store
+    .removeStrayTemps(ctx.clock.now())
+    .then((removed) => {
+      if (removed > 0) ctx.log("info", "removed temporary files of interrupted writes", { removed });
+    })
+    .catch((error: unknown) => {
+      ctx.log("warn", "could not search for stray temporary files", { error: String(error) });
+    });
 }
 
 function start(ctx: TeamsContext, timing: LivenessTiming): Running {
   const monitor = new EventMonitor(ctx);
   const sweeper = new StaleSweeper(ctx);
   const runner = new SweepRunner(ctx, sweeper);
-  const strays = new StrayTempRemover(ctx);
   const controller = new AbortController();
   const { signal } = controller;
   // A crash leaves its temporary files behind before the next start: they are looked for at once, then hourly.
-  strays.tick();
+  let strays = removeStrayTemps(ctx);
   const loops = [
     every(ctx, ctx.options.sweepIntervalMs, signal, () => runner.tick()),
     every(ctx, ctx.options.paneWatchMs, signal, () => runner.watchPanes()),
-    every(ctx, STRAY_TEMP_CHECK_MS, signal, () => strays.tick()),
+    every(ctx, STRAY_TEMP_CHECK_MS, signal, () => {
+      strays = removeStrayTemps(ctx);
+    }),
     followStream(ctx, monitor, timing, signal),
   ];
   return {
@@ -221,7 +211,7 @@ function start(ctx: TeamsContext, timing: LivenessTiming): Running {
     sweeper,
     async stop() {
       controller.abort();
-      await Promise.allSettled([...loops, runner.settled(), strays.settled(), monitor.settled()]);
+      await Promise.allSettled([...loops, runner.settled(), strays, monitor.settled()]);
     },
   };
 }
