@@ -99,9 +99,11 @@ async function round(seconds: number, floorFirst: boolean) {
  */
 export async function benchConcurrent(quick: boolean): Promise<Figure[]> {
   // Five processes on the machine's cores swing from round to round, and the middle half of the slice pairs' ratios
-  // spanned a quarter either side of the median: many rounds, each on a team of its own, for a steadier median.
-  const seconds = quick ? 3 : 8;
-  const rounds = quick ? 1 : 8;
+  // spanned a quarter either side of the median: many rounds, each on a team of its own, for a steadier median. The
+  // swing is the round's (how the disk takes that round's lock-file churn), so shorter rounds and more of them: eight
+  // of 8 s put two full runs 19% and 21% apart.
+  const seconds = quick ? 3 : 5;
+  const rounds = quick ? 1 : 14;
   const rates: number[] = [];
   const floorRates: number[] = [];
   const pairs: [number, number][] = [];

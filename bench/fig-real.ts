@@ -2,6 +2,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { processRunning, terminateProcess } from "../src/edges/process-info.ts";
 import { UnavailableOpencodeApi } from "../src/edges/unavailable.ts";
+import type { TeamsContext } from "../src/operations/context.ts";
 import { startLiveness } from "../src/operations/liveness/background.ts";
 import { parseOptions } from "../src/options.ts";
 import { buildContext } from "../src/plugin.ts";
@@ -88,7 +89,7 @@ function killPane(socket: string, agent: Spawned): void {
   if (panePid && processRunning(panePid)) process.kill(panePid, "SIGKILL");
 }
 
-/** The floor session, made once before any floor is timed: a window that stays, so the session (and its hooks) outlive its other panes. */
+/** The floor session, made once before any floor is timed: a window that stays, so the session outlives the hand-made panes. */
 function floorSession(socket: string): void {
   if (tmux.tmux(socket, ["has-session", "-t", `=${FLOOR_SESSION}`]).code === 0) return;
   const made = tmux.tmux(socket, [
@@ -142,11 +143,13 @@ async function deathFloor(
   project: Project,
   socket: string,
   agent: Spawned,
-  n: number,
+  round: string,
 ): Promise<{ whole: number; notice: number }> {
-  const channel = `floor-died-${n}`;
-  // A hook of the floor session (it keeps a window): a pane's own hooks go with the pane before they could run.
-  const hook = tmux.tmux(socket, ["set-hook", "-t", FLOOR_SESSION, "pane-exited", `wait-for -S ${channel}`]);
+  // One channel per round: a pane of the floor session closing later signals the channel last hooked, not this one.
+  const channel = `floor-died-${round}`;
+  // A global hook: tmux runs pane-exited once the pane and its window are gone, and then looks the hook up in the
+  // session it deems current (the one last active, here a team's), not the pane's own.
+  const hook = tmux.tmux(socket, ["set-hook", "-g", "pane-exited", `wait-for -S ${channel}`]);
   if (hook.code !== 0) throw new Error(`set-hook: ${hook.stderr}`);
   const waiter = Bun.spawn(["tmux", "-L", socket, "wait-for", channel], {
     env: tmuxClientEnv(),
@@ -208,17 +211,10 @@ interface RealSamples {
 }
 
 /**
- * 7b: this process plays the leader's own OpenCode, with the monitor on the project server's event stream; each agent
- * is killed and its session deleted, by turns with the floor (deathFloor).
+ * 7b's monitor: this process plays the leader's own OpenCode, with the liveness loop (and its monitor on the project
+ * server's event stream) running while `run` kills agents.
  */
-async function detectDeleted(
-  main: OpencodeServer,
-  project: () => Project,
-  socket: string,
-  victims: { agents: readonly Spawned[]; hand: readonly Spawned[] },
-  out: RealSamples,
-): Promise<void> {
-  const { agents, hand } = victims;
+async function withMonitor(main: OpencodeServer, socket: string, run: (ctx: TeamsContext) => Promise<void>) {
   const ctx = buildContext({
     projectRoot: main.projectDir,
     options: parseOptions({ tmuxSocket: socket }),
@@ -228,49 +224,81 @@ async function detectDeleted(
   const liveness = startLiveness(ctx);
   try {
     await waitFor(() => liveness.monitor.stats.connects >= 1, { timeoutMs: 15_000 });
-    await interleaved(
-      agents.length,
-      async (n) => {
-        const agent = agents[n] as Spawned;
-        const started = performance.now();
-        killPane(socket, agent);
-        await deleteSession(project(), agent.sessionId);
-        await waitFor(
-          async () => {
-            const read = await ctx.store.readAgent("bench", agent.agentId);
-            return read.kind === "ok" && read.value.status === "inactive";
-          },
-          { timeoutMs: 30_000, intervalMs: 10, message: "the deleted agent to become inactive" },
-        );
-        out.deleted.push((performance.now() - started) / 1000);
-      },
-      async (n) => {
-        const floor = await deathFloor(project(), socket, hand[n] as Spawned, n);
-        out.deletedFloor.push(floor.whole);
-        out.deathNotice.push(floor.notice);
-      },
-    );
+    await run(ctx);
   } finally {
     await liveness.release();
   }
 }
 
-/** The first (cold) run's follow-up: the warm series, 7b, and the spaced series. */
+/** One batch's agents for 7b: those spawn-agent made into `teamName`, and the hand-made ones. */
+interface Victims {
+  teamName: string;
+  batch: number;
+  agents: readonly Spawned[];
+  hand: readonly Spawned[];
+}
+
+/** 7b on one batch: each agent killed and its session deleted, by turns with the floor (deathFloor). */
+async function detectDeleted(
+  ctx: TeamsContext,
+  project: () => Project,
+  socket: string,
+  victims: Victims,
+  out: RealSamples,
+): Promise<void> {
+  const { agents, hand, teamName } = victims;
+  await interleaved(
+    agents.length,
+    async (n) => {
+      const agent = agents[n] as Spawned;
+      const started = performance.now();
+      killPane(socket, agent);
+      await deleteSession(project(), agent.sessionId);
+      await waitFor(
+        async () => {
+          const read = await ctx.store.readAgent(teamName, agent.agentId);
+          return read.kind === "ok" && read.value.status === "inactive";
+        },
+        { timeoutMs: 30_000, intervalMs: 10, message: "the deleted agent to become inactive" },
+      );
+      out.deleted.push((performance.now() - started) / 1000);
+    },
+    async (n) => {
+      const floor = await deathFloor(project(), socket, hand[n] as Spawned, `${victims.batch}-${n}`);
+      out.deletedFloor.push(floor.whole);
+      out.deathNotice.push(floor.notice);
+    },
+  );
+}
+
+/** A leader session of its own and its team: earlier teams' leaders get notices of their panes closing, and a
+ * notice landing between a scripted call and the model's turn would take that call's place. */
+async function newTeam(main: OpencodeServer, title: string, teamName: string): Promise<string> {
+  const leader = await main.createSession(title);
+  const team = await callTool<{ success: boolean; error?: string }>(main, leader, "create-team", {
+    teamName,
+  });
+  if (!team.output.success) throw new Error(`create-team ${teamName}: ${team.output.error}`);
+  return leader;
+}
+
+/** The first (cold) run's follow-up: 6a and 7b in batches, then the spaced series (6a'). */
 async function warmRuns(
   main: OpencodeServer,
-  leader: string,
   first: Spawned,
   socket: string,
   quick: boolean,
   out: RealSamples,
 ): Promise<void> {
-  const runs = quick ? 3 : 10;
-  // Spaced rounds leave no pane up (7b needs none of them) and cost ~7 s a pair: more of them for a steadier median
-  // (6a' ran 2.26x-3.37x over five runs of ten pairs).
+  // Back to back in batches, each into a team of its own whose agents 7b then kills: a batch's spawns meet the
+  // earlier ones' `opencode attach` still booting, as a leader spawning a team does, but not twenty idle panes
+  // (about a tenth of a core each): with ten pairs in one team, 6a's and 7b's rounds ran 0.5x-11x and 0.3x-6x and the
+  // group's load went above its allowance in three runs of four.
+  const batches = quick ? 1 : 4;
+  const perBatch = quick ? 3 : 5;
+  // Spaced rounds leave no pane up and cost ~7 s a pair: more of them for a steadier median (6a' ran 2.26x-3.37x over
+  // five runs of ten pairs).
   const spacedRuns = quick ? 3 : 16;
-  // Each round's latency is mostly the DELETE's, which varies from 0.1 to 1 s: ten pairs keep the ratio's median
-  // steady.
-  const deleteRuns = quick ? 3 : 10;
   const info = serverInfo(main.projectDir);
   if (!info) throw new Error("no ServerInfo after a spawn");
   const project = projectOf(info, main.projectDir);
@@ -285,38 +313,35 @@ async function warmRuns(
   // The floor tool reads the server the plugin last recorded on each call, as spawn-agent does.
   const hand = (by: string, samples: number[]) => () =>
     timedSpawn(main, by, { tool: "bench-hand-spawn", args: { title: `floor-${n++}` } }, samples);
-  // Back to back, as a leader spawning a team does: each pane's `opencode attach` is still booting (a core for a
-  // second or two) during the next spawn, the hand-made ones' as much as the plugin's.
-  const backToBack = await spawnSeries(
-    runs,
-    0,
-    () => timedSpawn(main, leader, spawnCall("bench"), out.warm),
-    hand(leader, out.warmFloor),
-  );
-  note(`spawn: ${runs} warm back to back, and ${runs} by hand`);
-  const spawned = [first, ...backToBack.spawned];
-  await detectDeleted(
-    main,
-    current,
-    socket,
-    { agents: spawned.slice(0, deleteRuns), hand: backToBack.hand.slice(0, deleteRuns) },
-    out,
-  );
-  note(`session deleted: ${out.deleted.length} runs`);
-
-  // Spaced, into a second team, each on a machine with no pane booting: the first team's panes go first, and each
-  // round's agent is stopped once it is timed. An `opencode attach` took 1.2-1.9 CPU-seconds in its first two seconds
-  // here and about a tenth of a core after that, so with the panes left up this series would measure how many agents
-  // run rather than a spawn.
-  for (const agent of [...spawned.slice(deleteRuns), ...backToBack.hand.slice(deleteRuns)])
-    killPane(socket, agent);
-  // A leader session of its own: the first team's leader now gets notices of those panes closing, and a notice
-  // landing between a scripted call and the model's turn would take that call's place.
-  const spacedLeader = await main.createSession("leader-spaced");
-  const team = await callTool<{ success: boolean; error?: string }>(main, spacedLeader, "create-team", {
-    teamName: "bench-spaced",
+  // The cold spawn's team is done with (its leader calls nothing more).
+  killPane(socket, first);
+  await withMonitor(main, socket, async (ctx) => {
+    for (let batch = 0; batch < batches; batch++) {
+      const teamName = `bench-${batch + 1}`;
+      const batchLeader = await newTeam(main, `leader-${batch + 1}`, teamName);
+      const made = await spawnSeries(
+        perBatch,
+        0,
+        () => timedSpawn(main, batchLeader, spawnCall(teamName), out.warm),
+        hand(batchLeader, out.warmFloor),
+      );
+      await detectDeleted(
+        ctx,
+        current,
+        socket,
+        { teamName, batch, agents: made.spawned, hand: made.hand },
+        out,
+      );
+    }
   });
-  if (!team.output.success) throw new Error(`create-team bench-spaced: ${team.output.error}`);
+  note(
+    `spawn: ${batches} teams of ${perBatch} warm back to back, as many by hand; each killed and deleted (7b)`,
+  );
+
+  // Spaced, into a team of its own, each on a machine with no pane booting: each round's agent is stopped once it is
+  // timed. An `opencode attach` took 1.2-1.9 CPU-seconds in its first two seconds here and about a tenth of a core
+  // after that, so with panes left up this series would measure how many agents run rather than a spawn.
+  const spacedLeader = await newTeam(main, "leader-spaced", "bench-spaced");
   await spawnSeries(
     spacedRuns,
     SPACED_PAUSE_MS,
@@ -357,11 +382,11 @@ function spawnStepMedians(main: OpencodeServer): string {
  * start to healthy and then to its project instance loaded (what the spawn's first session waits for), timed on an
  * `opencode serve` of its own (same binary, this plugin) right before (serveFloor). Warm: floor by hand
  * (hand-spawn.ts), as a tool the same leader calls the same way (floor-plugin.ts), so both run inside a leader's turn
- * in the same process and are timed by OpenCode alike. 7b: the spawned agents' panes and attach processes are killed
+ * in the same process and are timed by OpenCode alike. 7b: the back-to-back agents' panes and attach processes are killed
  * and their sessions deleted; measured until the agent file says inactive; floor: deathFloor.
  */
 export async function benchReal(quick: boolean): Promise<Figure[]> {
-  // A cold spawn's ratio swings with the load of the moment (the first run's panes stay up): five pairs.
+  // A cold spawn's ratio swings with the load of the moment (the earlier runs' servers and first agents stay up): five pairs.
   const coldRuns = quick ? 1 : 5;
   const socket = tmux.tmuxSocketName("otbench");
   const out: RealSamples = {
@@ -405,7 +430,7 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
       note(
         `spawn: cold ${run + 1}/${coldRuns}: ${first.ms} ms (floor: serve start ${out.serveStart.at(-1)} ms, ready ${out.serveReady.at(-1)?.toFixed(0)} ms)`,
       );
-      if (run === 0) await warmRuns(main, leader, first.output, socket, quick, out);
+      if (run === 0) await warmRuns(main, first.output, socket, quick, out);
     }
   } finally {
     tmux.killServer(socket);
@@ -431,7 +456,7 @@ function realFigures(out: RealSamples): Figure[] {
   return [
     figure(
       "6a",
-      "spawn-agent, warm server, call -> active, back to back (agents 2-11 of a team)",
+      "spawn-agent, warm server, call -> active, back to back (4 teams of 5 agents, each spawned as the last one boots)",
       "ms",
       out.warm,
       {
