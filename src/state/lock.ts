@@ -126,6 +126,9 @@ function isStale(seen: Seen, staleMs: number): boolean {
   return age > (local === "alive" ? staleMs * LIVE_OWNER_STALE_FACTOR : staleMs);
 }
 
+/** How breakIfSame names a guard it moves aside: `<lock>.takeover.<16 hex>.aside`. */
+export const ASIDE_GUARD_NAME = /\.takeover\.[0-9a-f]{16}\.aside$/;
+
 /**
  * Break an abandoned takeover guard only if what is there passes `stillSame`: move whatever is at the path to a unique
  * name, judge what was moved, and put it back (link, which never replaces a newer file) if it is not the one judged.
@@ -133,6 +136,7 @@ function isStale(seen: Seen, staleMs: number): boolean {
  * a removal by path would remove the guard a live taker created in between.
  */
 async function breakIfSame(file: string, stillSame: (seen: Seen) => boolean): Promise<"removed" | "changed"> {
+  // A crash before the removal below leaves this name; the liveness loop removes it an hour later (stray-temps.ts).
   const aside = `${file}.${randomBytes(8).toString("hex")}.aside`;
   try {
     await rename(file, aside);

@@ -179,7 +179,7 @@ export class TeamStore {
     await ensureStorageRoot(this.paths.root);
   }
 
-  /** Temporary files of writes that died before their rename, older than an hour at `now`; how many went. */
+  /** Temporary files of writes and takeover guards moved aside whose process died, an hour old at `now`; how many went. */
   removeStrayTemps(now: number): Promise<number> {
     return removeStrayTemps(this.paths, now - STRAY_TEMP_AGE_MS);
   }

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
-import { mkdir, readdir, symlink, utimes, writeFile } from "node:fs/promises";
+import { lutimes, mkdir, readdir, symlink, utimes, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { startLiveness } from "../../src/operations/liveness/background.ts";
 import { StoragePaths } from "../../src/state/paths.ts";
@@ -65,6 +65,43 @@ describe("temporary files of interrupted writes", () => {
     expect(await removeStrayTemps(new StoragePaths(path.join(paths.root, "nowhere")), now)).toBe(0);
   });
 
+  test("a takeover guard a crashed taker left moved aside goes an hour after the move, whatever its own age", async () => {
+    const ctx = await context();
+    const { paths } = ctx.store;
+    const lock = `${paths.agentState("alpha", "0b6f1c1e-2f0a-4d39-9a3e-6a1f0e1c2d3b")}.lock`;
+    await mkdir(path.dirname(lock), { recursive: true });
+    // As lock.ts leaves one: the guard (a link to its taker's token) renamed, its mtime from long before the move.
+    const guard = `${lock}.takeover.0123456789abcdef.aside`;
+    await symlink("4242 host 00ff00ff00ff00ff", guard);
+    const twoHoursAgo = (Date.now() - 2 * HOUR) / 1000;
+    await lutimes(guard, twoHoursAgo, twoHoursAgo);
+    // A link is unlinked, never followed: what it names stays.
+    const outside = path.join(path.dirname(paths.root), "outside-target");
+    await writeFile(outside, "theirs");
+    const linked = `${lock}.takeover.fedcba9876543210.aside`;
+    await symlink(outside, linked);
+    // An older version's directory guard goes when empty; one holding anything is not ours to empty.
+    const emptyDir = `${paths.teamConfig("alpha")}.lock.takeover.00000000000000aa.aside`;
+    await mkdir(emptyDir);
+    const fullDir = `${paths.teamConfig("alpha")}.lock.takeover.00000000000000bb.aside`;
+    await mkdir(fullDir);
+    await writeFile(path.join(fullDir, "kept"), "x");
+    const inWorktree = path.join(paths.worktreesDir, "alpha-w1", "x.lock.takeover.0123456789abcdef.aside");
+    await mkdir(path.dirname(inWorktree), { recursive: true });
+    await writeFile(inWorktree, "user's");
+
+    // Moved aside just now: a taker may be between its move and its removal (or putting it back).
+    expect(await removeStrayTemps(paths, Date.now() - HOUR)).toBe(0);
+    expect(existsSync(emptyDir)).toBe(true);
+    // Both links are still there (existsSync would follow them, and the first names no file).
+    expect((await readdir(path.dirname(lock))).filter((name) => name.endsWith(".aside")).length).toBe(2);
+
+    // An hour on (the cut-off after the move).
+    expect(await removeStrayTemps(paths, Date.now() + 1_000)).toBe(3);
+    expect((await readdir(path.dirname(lock))).filter((name) => name.endsWith(".aside"))).toEqual([]);
+    expect([emptyDir, fullDir, outside, inWorktree].map(existsSync)).toEqual([false, true, true, true]);
+  });
+
   test("liveness removes them when it starts, beside intact state", async () => {
     const ctx = await context();
     const agent = await addAgent(ctx, "alpha");
@@ -77,7 +114,7 @@ describe("temporary files of interrupted writes", () => {
       expect(existsSync(temp)).toBe(false);
       expect(await readdir(path.dirname(agentFile))).toContain(path.basename(agentFile));
       expect((await ctx.store.readAgent("alpha", agent.agentId)).kind).toBe("ok");
-      expect(ctx.logs.some((l) => l.message.includes("temporary files of interrupted writes"))).toBe(true);
+      expect(ctx.logs.some((l) => l.message.includes("leftovers of interrupted writes"))).toBe(true);
     } finally {
       await handle.release();
     }

@@ -171,18 +171,18 @@ async function followStream(
   }
 }
 
-/** How often the storage is searched for the temporary files of writes a crash cut short. */
+/** How often the storage is searched for the temporary files of writes (and takeovers) a crash cut short. */
 const STRAY_TEMP_CHECK_MS = 60 * 60 * 1000;
 
 /**
- * Remove the temporary files of writes a crash cut short (TeamStore.removeStrayTemps), logging how many went. Never
- * rejects: a rejection nobody awaits would end the host process. Two searches at once only find less each.
+ * Remove the temporary files of writes and takeovers a crash cut short (TeamStore.removeStrayTemps), logging how many
+ * went. Never rejects: a rejection nobody awaits would end the host process. Two searches at once only find less each.
  */
 function removeStrayTemps(ctx: TeamsContext): Promise<void> {
   return ctx.store
     .removeStrayTemps(ctx.clock.now())
     .then((removed) => {
-      if (removed > 0) ctx.log("info", "removed temporary files of interrupted writes", { removed });
+      if (removed > 0) ctx.log("info", "removed leftovers of interrupted writes and takeovers", { removed });
     })
     .catch((error: unknown) => {
       ctx.log("warn", "could not search for stray temporary files", { error: String(error) });
