@@ -282,6 +282,17 @@ async function newTeam(main: OpencodeServer, title: string, teamName: string): P
   return leader;
 }
 
+/**
+ * Back to back in batches, each into a team of its own whose agents 7b then kills: a batch's spawns meet the earlier
+ * ones' `opencode attach` still booting, as a leader spawning a team does, but not twenty idle panes (about a tenth of
+ * a core each): with ten pairs in one team, 6a's and 7b's rounds ran 0.5x-11x and 0.3x-6x and the group's load went
+ * above its allowance in three runs of four. Eight batches: with four (20 pairs), a pair's ratio still strayed over
+ * 1.4x-6.4x (6a) and 0.9x-2.5x (7b) between quartiles, and two runs' medians came 35-60% (6a) and 25-50% (7b) apart.
+ */
+function warmShape(quick: boolean): { batches: number; perBatch: number } {
+  return quick ? { batches: 1, perBatch: 3 } : { batches: 8, perBatch: 5 };
+}
+
 /** The first (cold) run's follow-up: 6a and 7b in batches, then the spaced series (6a'). */
 async function warmRuns(
   main: OpencodeServer,
@@ -290,12 +301,7 @@ async function warmRuns(
   quick: boolean,
   out: RealSamples,
 ): Promise<void> {
-  // Back to back in batches, each into a team of its own whose agents 7b then kills: a batch's spawns meet the
-  // earlier ones' `opencode attach` still booting, as a leader spawning a team does, but not twenty idle panes
-  // (about a tenth of a core each): with ten pairs in one team, 6a's and 7b's rounds ran 0.5x-11x and 0.3x-6x and the
-  // group's load went above its allowance in three runs of four.
-  const batches = quick ? 1 : 4;
-  const perBatch = quick ? 3 : 5;
+  const { batches, perBatch } = warmShape(quick);
   // Spaced rounds leave no pane up and cost ~7 s a pair: more of them for a steadier median (6a' ran 2.26x-3.37x over
   // five runs of ten pairs).
   const spacedRuns = quick ? 3 : 16;
@@ -439,7 +445,7 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
     for (const server of servers) await server.stop();
     await mock?.stop();
   }
-  return realFigures(out);
+  return realFigures(out, quick);
 }
 
 /**
@@ -450,13 +456,14 @@ export async function benchReal(quick: boolean): Promise<Figure[]> {
  * and tmux's own notice, the detection takes the server's session.deleted event to the monitor and one durable write
  * of the agent file (and the bench looks every 10 ms).
  */
-function realFigures(out: RealSamples): Figure[] {
+function realFigures(out: RealSamples, quick: boolean): Figure[] {
+  const shape = warmShape(quick);
   const handFloor =
     "POST /session + prompt_async + tmux pane with opencode attach, by hand, as a tool of the same leader";
   return [
     figure(
       "6a",
-      "spawn-agent, warm server, call -> active, back to back (4 teams of 5 agents, each spawned as the last one boots)",
+      `spawn-agent, warm server, call -> active, back to back (${shape.batches} teams of ${shape.perBatch} agents, each spawned as the last one boots)`,
       "ms",
       out.warm,
       {
