@@ -1,4 +1,5 @@
 import { readdir } from "node:fs/promises";
+import { setTimeout as sleep } from "node:timers/promises";
 import { makeTestContext } from "../tests/helpers/context.ts";
 import { interleaved, readAndParseAll, statAll } from "./floors.ts";
 import { leaderSession, note, seedTeam, timed } from "./setup.ts";
@@ -9,6 +10,15 @@ const SIZES = [10, 100, 1000] as const;
 /** Other teams of the project, present while every size is measured: reading one team must not read them. */
 const OTHER_TEAMS = 2;
 const OTHER_SIZE = 1000;
+/**
+ * The pairs run in blocks with a pause between. The tool's extra work is mostly CPU (checks, schemas, JSON) and the
+ * floor's mostly system calls, so a slow spell of the CPU or of the disk moves their ratio: in blocks of 200 pairs
+ * back to back, the team of 10 gave 1.36x-2.60x within one process. Spread over 15 s, the pairs meet many spells.
+ * Within a block they run back to back, so both sides of a pair are as warm (a pause before every pair left the
+ * first side of each pair cold and made its ratio swing by 3x with the order).
+ */
+const BLOCKS = 30;
+const BLOCK_PAUSE_MS = 500;
 
 /**
  * 2. get-agent-status (all agents of a team, as the leader) for 10, 100 and 1000 agents, with 2000 agents of other
@@ -28,8 +38,8 @@ export async function benchStatus(quick: boolean): Promise<Figure[]> {
     const tripwire = `${tripwireDir}/00000000-0000-4000-8000-000000000000.json`;
     await Bun.write(tripwire, "{ damaged");
     for (const size of SIZES) await seedTeam(ctx, `team-${size}`, size);
-    // Small teams take a few ms a call: many more runs for a steady median, at little cost.
-    const runsFor = (size: number) => (quick ? 10 : size <= 100 ? 200 : 40);
+    const blocksFor = (size: number) => (quick ? 1 : size <= 100 ? BLOCKS : BLOCKS / 2);
+    const pairsFor = (size: number) => (quick ? 10 : size <= 100 ? 20 : 5);
     const figures: Figure[] = [];
     const medians: number[] = [];
     for (const size of SIZES) {
@@ -60,17 +70,20 @@ export async function benchStatus(quick: boolean): Promise<Figure[]> {
           stats.push(statMs);
         }
       };
-      // The first rounds warm up the JIT and the page cache.
-      await interleaved(
-        3,
-        () => status(false),
-        () => floor(false),
-      );
-      await interleaved(
-        runsFor(size),
-        () => status(true),
-        () => floor(true),
-      );
+      for (let block = 0; block < blocksFor(size); block++) {
+        // The first pairs warm up the JIT and the caches, at the start and again after each pause.
+        await interleaved(
+          block === 0 ? 3 : 1,
+          () => status(false),
+          () => floor(false),
+        );
+        await interleaved(
+          pairsFor(size),
+          () => status(true),
+          () => floor(true),
+        );
+        if (!quick) await sleep(BLOCK_PAUSE_MS);
+      }
       const f = figure(`2.${SIZES.indexOf(size) + 1}`, `get-agent-status, team of ${size}`, "ms", samples, {
         floor: {
           what: `read and parse ${size + 1} agent files and slots`,
@@ -90,7 +103,9 @@ export async function benchStatus(quick: boolean): Promise<Figure[]> {
       const perAgent = ((medians[2] ?? 0) - (medians[1] ?? 0)) / 900;
       last.notes = `${(perAgent * 1000).toFixed(0)} µs per extra agent; other teams' files untouched`;
     }
-    note(`get-agent-status: ${SIZES.map((size) => `${runsFor(size)} runs of ${size}`).join(", ")}`);
+    note(
+      `get-agent-status: ${SIZES.map((size) => `${blocksFor(size)} x ${pairsFor(size)} runs of ${size}`).join(", ")}`,
+    );
     return figures;
   } finally {
     await ctx.cleanup();
