@@ -13,7 +13,7 @@ const OTHER_SIZE = 1000;
 /**
  * The pairs run in blocks with a pause between. The tool's extra work is mostly CPU (checks, schemas, JSON) and the
  * floor's mostly system calls, so a slow spell of the CPU or of the disk moves their ratio: in blocks of 200 pairs
- * back to back, the team of 10 gave 1.36x-2.60x within one process. Spread over 15 s, the pairs meet many spells.
+ * back to back, the team of 10 gave 1.36x-2.60x within one process. Spread over 10-15 s, the pairs meet many spells.
  * Within a block they run back to back, so both sides of a pair are as warm (a pause before every pair left the
  * first side of each pair cold and made its ratio swing by 3x with the order).
  */
