@@ -63,8 +63,6 @@ const claims = (ctx: TestContext) => ctx.logs.filter((line) => / taken as /.test
 interface Rounds {
   plain: number[];
   warm: number[];
-  /** Per round: the warm spawn minus the spawn without a worktree. */
-  added: number[];
   cold: number[];
   refill: number[];
   bare: number[];
@@ -96,7 +94,6 @@ async function subjectRound(ctx: TestContext, rounds: Rounds, round: number): Pr
     if (round === 0) continue;
     rounds.plain.push(p);
     rounds.warm.push(w);
-    rounds.added.push(w - p);
     rounds.refill.push(refill);
   }
   const claimed = claims(ctx);
@@ -121,7 +118,7 @@ export async function benchWorktree(quick: boolean): Promise<Figure[]> {
     await bigRepo(ctx.projectRoot);
     const created = await createTeam(ctx, { teamName: "wt", worktrees: true }, LEADER);
     if (!created.success) throw new Error(created.error);
-    const rounds: Rounds = { plain: [], warm: [], added: [], cold: [], refill: [], bare: [] };
+    const rounds: Rounds = { plain: [], warm: [], cold: [], refill: [], bare: [] };
     const floor = async (round: number) => {
       await sparesSettled(ctx);
       const dir = path.join(ctx.projectRoot, "..", `${path.basename(ctx.projectRoot)}-bare-${round}`);
@@ -132,7 +129,9 @@ export async function benchWorktree(quick: boolean): Promise<Figure[]> {
       if (round > 0) rounds.bare.push(ms);
     };
     await interleaved((quick ? 7 : 21) + 1, (round) => subjectRound(ctx, rounds, round), floor);
-    const { plain, warm, added, cold, refill, bare } = rounds;
+    const { plain, warm, cold, refill, bare } = rounds;
+    // Per pair: the warm spawn minus the spawn without a worktree of the same pair.
+    const added = warm.map((w, i) => w - (plain[i] as number));
     const median = (samples: number[]) => quantile(samples, 0.5).toFixed(1);
     note(
       `worktree: spawn median ${median(plain)} ms without, ${median(warm)} ms with a spare, ${median(cold)} ms without a spare; git worktree add ${median(bare)} ms`,
