@@ -286,11 +286,12 @@ async function newTeam(main: OpencodeServer, title: string, teamName: string): P
  * Back to back in batches, each into a team of its own whose agents 7b then kills: a batch's spawns meet the earlier
  * ones' `opencode attach` still booting, as a leader spawning a team does, but not twenty idle panes (about a tenth of
  * a core each): with ten pairs in one team, 6a's and 7b's rounds ran 0.5x-11x and 0.3x-6x and the group's load went
- * above its allowance in three runs of four. Eight batches: with four (20 pairs), a pair's ratio still strayed over
- * 1.4x-6.4x (6a) and 0.9x-2.5x (7b) between quartiles, and two runs' medians came 35-60% (6a) and 25-50% (7b) apart.
+ * above its allowance in three runs of four. Sixteen batches: a pair's ratio strays over 1.5x-4.7x (6a) between
+ * quartiles within one run, so two runs' medians of 6a came 35-60% apart with four batches (20 pairs) and 3-27% with
+ * eight (40 pairs).
  */
 function warmShape(quick: boolean): { batches: number; perBatch: number } {
-  return quick ? { batches: 1, perBatch: 3 } : { batches: 8, perBatch: 5 };
+  return quick ? { batches: 1, perBatch: 3 } : { batches: 16, perBatch: 5 };
 }
 
 /** The first (cold) run's follow-up: 6a and 7b in batches, then the spaced series (6a'). */
