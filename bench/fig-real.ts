@@ -286,9 +286,9 @@ async function newTeam(main: OpencodeServer, title: string, teamName: string): P
  * Back to back in batches, each into a team of its own whose agents 7b then kills: a batch's spawns meet the earlier
  * ones' `opencode attach` still booting, as a leader spawning a team does, but not twenty idle panes (about a tenth of
  * a core each): with ten pairs in one team, 6a's and 7b's rounds ran 0.5x-11x and 0.3x-6x and the group's load went
- * above its allowance in three runs of four. Sixteen batches: a pair's ratio strays over 1.5x-4.7x (6a) between
- * quartiles within one run, so two runs' medians of 6a came 35-60% apart with four batches (20 pairs) and 3-27% with
- * eight (40 pairs).
+ * above its allowance in three runs of four. Sixteen batches: a pair's ratio strays over 1.5x-4.9x (6a) between
+ * quartiles within one run, so two runs' medians of 6a came 35-60% apart with four batches (20 pairs), 3-27% with
+ * eight (40 pairs) and 4% in the first two runs with sixteen.
  */
 function warmShape(quick: boolean): { batches: number; perBatch: number } {
   return quick ? { batches: 1, perBatch: 3 } : { batches: 16, perBatch: 5 };
