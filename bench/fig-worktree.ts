@@ -130,8 +130,9 @@ export async function benchWorktree(quick: boolean): Promise<Figure[]> {
     };
     await interleaved((quick ? 7 : 21) + 1, (round) => subjectRound(ctx, rounds, round), floor);
     const { plain, warm, cold, refill, bare } = rounds;
-    // Per pair: the warm spawn minus the spawn without a worktree of the same pair.
-    const added = warm.map((w, i) => w - (plain[i] as number));
+    // The two spawns of a pair run back to back: a slow spell of a few seconds meets both.
+    const pairs = zipRounds(warm, plain);
+    const added = pairs.map(([withWorktree, without]) => withWorktree - without);
     const median = (samples: number[]) => quantile(samples, 0.5).toFixed(1);
     note(
       `worktree: spawn median ${median(plain)} ms without, ${median(warm)} ms with a spare, ${median(cold)} ms without a spare; git worktree add ${median(bare)} ms`,
@@ -142,8 +143,7 @@ export async function benchWorktree(quick: boolean): Promise<Figure[]> {
           what: "spawn-agent without a worktree",
           samples: plain,
           also: { what: "bare git worktree add", samples: bare },
-          // The two spawns of a round run back to back: a slow spell of a few seconds meets both.
-          pairs: zipRounds(warm, plain),
+          pairs,
         },
       }),
       figure("9b", "added to the spawn by the worktree, spare ready (9a - without, per pair)", "ms", added, {
