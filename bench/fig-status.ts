@@ -1,5 +1,4 @@
 import { readdir } from "node:fs/promises";
-import { setTimeout as sleep } from "node:timers/promises";
 import { makeTestContext } from "../tests/helpers/context.ts";
 import { interleaved, readAndParseAll, statAll } from "./floors.ts";
 import { leaderSession, note, seedTeam, timed } from "./setup.ts";
@@ -82,7 +81,7 @@ export async function benchStatus(quick: boolean): Promise<Figure[]> {
           () => status(true),
           () => floor(true),
         );
-        if (!quick) await sleep(BLOCK_PAUSE_MS);
+        if (!quick) await Bun.sleep(BLOCK_PAUSE_MS);
       }
       const f = figure(`2.${SIZES.indexOf(size) + 1}`, `get-agent-status, team of ${size}`, "ms", samples, {
         floor: {
