@@ -1,8 +1,8 @@
 import { EventMonitor } from "../src/operations/liveness/monitor.ts";
-import { makeTestContext } from "../tests/helpers/context.ts";
+import { makeTestContext, type TestContext } from "../tests/helpers/context.ts";
 import { lockedSlotWrite } from "./floors.ts";
 import { note, seedTeam, timed } from "./setup.ts";
-import { type Figure, figure } from "./stats.ts";
+import { type Figure, figure, quantile } from "./stats.ts";
 
 const AGENTS = 100;
 const EVENTS = 50_000;
@@ -34,6 +34,75 @@ function syntheticEvent(sessionID: string, i: number): unknown {
 
 /** Events between two drains of the monitor's queue; each batch is timed beside its floor. */
 const BATCH = 500;
+/**
+ * A run's batches go in windows with a pause between, so the pairs meet many moments of the machine (a run back to
+ * back lasts about 1.5 s).
+ */
+const WINDOWS = 10;
+const WINDOW_PAUSE_MS = 2_000;
+/**
+ * A batch is judged only when its floor's cost per write is within this factor of the group's first decile. Both
+ * sides make and remove a lock file per write, and this machine's disk goes through spells (seconds to tens of
+ * seconds) where that costs 3-4x as much (see bench/settle.ts); the monitor's parsing does not slow with it, so a
+ * batch's ratio is 1 + parsing / writes and fell from about 3.2x to 1.8x in such spells, and a run's median followed
+ * the share of its batches that met one (2.28x and 2.74x in two runs in a row, 1.89x against 2.9x-3.2x in another).
+ */
+const FLOOR_SETTLED = 2;
+
+interface Batch {
+  monitorMs: number;
+  floorMs: number;
+  writes: number;
+}
+
+interface BatchTimes {
+  monitorMs: number;
+  floorMs: number;
+  /** The batches that may be paired: not the first after a pause, whose monitor side ran cold. */
+  batches: Batch[];
+}
+
+/** Feed the stream batch by batch, each followed by as many bare locked slot writes as the monitor made for it. */
+async function timeBatches(
+  ctx: TestContext,
+  monitor: EventMonitor,
+  sessions: readonly string[],
+  floorSlots: readonly string[],
+  pauses: boolean,
+): Promise<BatchTimes> {
+  const times: BatchTimes = { monitorMs: 0, floorMs: 0, batches: [] };
+  const batches = EVENTS / BATCH;
+  const perWindow = pauses ? batches / WINDOWS : batches;
+  for (let batch = 0; batch < batches; batch++) {
+    const afterPause = batch > 0 && batch % perWindow === 0;
+    if (afterPause) await Bun.sleep(WINDOW_PAUSE_MS);
+    const batchWritesBefore = monitor.stats.writes;
+    const monitorMs = await timed(async () => {
+      for (let i = batch * BATCH; i < (batch + 1) * BATCH; i++) {
+        ctx.clock.advance(EVENT_GAP_MS);
+        monitor.handleEvent(syntheticEvent(sessions[i % AGENTS] as string, i));
+      }
+      await monitor.settled();
+    });
+    const writes = monitor.stats.writes - batchWritesBefore;
+    const floorMs = await timed(async () => {
+      for (let i = 0; i < writes; i++) await lockedSlotWrite(floorSlots[i % AGENTS] as string);
+    });
+    times.monitorMs += monitorMs;
+    times.floorMs += floorMs;
+    if (writes > 0 && !afterPause) times.batches.push({ monitorMs, floorMs, writes });
+  }
+  return times;
+}
+
+/** The batches whose floor ran on a settled disk, as [events/s of the monitor, events/s of its floor]. */
+function settledPairs(batches: readonly Batch[]): [number, number][] {
+  const perWrite = (b: Batch) => b.floorMs / b.writes;
+  const limit = FLOOR_SETTLED * quantile(batches.map(perWrite), 0.1);
+  return batches
+    .filter((b) => perWrite(b) <= limit)
+    .map((b) => [BATCH / (b.monitorMs / 1000), BATCH / (b.floorMs / 1000)]);
+}
 
 /**
  * 5. 50,000 events about 100 working agents, fed to the monitor as the OpenCode bus would, with the clock moving 10 ms
@@ -41,7 +110,8 @@ const BATCH = 500;
  * Floor: the writes the monitor made (5b), as bare locked slot writes one after another (the monitor applies events
  * in order), over 100 slots; as events/s, the events over that time. The stream goes in batches of 500 events (the
  * queue drained after each, as between events on the bus), and after each batch as many floor writes as the batch
- * made are timed: both meet the same moment of the machine, and the ratio is the median of the batches' ratios.
+ * made are timed: both meet the same moment of the machine, and the ratio is the median of the batches' ratios, over
+ * the batches whose floor met a settled disk (FLOOR_SETTLED).
  * Target 2x, as for the heartbeat tool (figure 1): each write is a heartbeat, and the coalesced events between them
  * should cost next to nothing.
  */
@@ -50,7 +120,7 @@ export async function benchMonitor(quick: boolean): Promise<Figure[]> {
   const rates: number[] = [];
   const floorRates: number[] = [];
   const writes: number[] = [];
-  const pairs: [number, number][] = [];
+  const batches: Batch[] = [];
   let bound = 0;
   for (let run = 0; run < runs; run++) {
     const ctx = await makeTestContext();
@@ -63,45 +133,38 @@ export async function benchMonitor(quick: boolean): Promise<Figure[]> {
       for (const sessionId of sessions) monitor.handleEvent(syntheticEvent(sessionId, 0));
       await monitor.settled();
       const writesBefore = monitor.stats.writes;
-      let monitorMs = 0;
-      let floorMs = 0;
-      for (let batch = 0; batch < EVENTS / BATCH; batch++) {
-        const batchWritesBefore = monitor.stats.writes;
-        const ms = await timed(async () => {
-          for (let i = batch * BATCH; i < (batch + 1) * BATCH; i++) {
-            ctx.clock.advance(EVENT_GAP_MS);
-            monitor.handleEvent(syntheticEvent(sessions[i % AGENTS] as string, i));
-          }
-          await monitor.settled();
-        });
-        const count = monitor.stats.writes - batchWritesBefore;
-        const baseMs = await timed(async () => {
-          for (let i = 0; i < count; i++) await lockedSlotWrite(floorSlots[i % AGENTS] as string);
-        });
-        monitorMs += ms;
-        floorMs += baseMs;
-        if (count > 0) pairs.push([BATCH / (ms / 1000), BATCH / (baseMs / 1000)]);
-      }
+      const times = await timeBatches(ctx, monitor, sessions, floorSlots, !quick);
       if (monitor.stats.failures > 0) throw new Error(`${monitor.stats.failures} monitor failures`);
-      rates.push(EVENTS / (monitorMs / 1000));
-      floorRates.push(EVENTS / (floorMs / 1000));
+      rates.push(EVENTS / (times.monitorMs / 1000));
+      floorRates.push(EVENTS / (times.floorMs / 1000));
+      batches.push(...times.batches);
       writes.push(monitor.stats.writes - writesBefore);
       bound = AGENTS * Math.ceil((EVENTS * EVENT_GAP_MS) / ctx.options.eventCoalesceMs);
     } finally {
       await ctx.cleanup();
     }
   }
-  note(`monitor: ${runs} runs of ${EVENTS} events, each batch of ${BATCH} beside its floor`);
+  note(
+    `monitor: ${runs} runs of ${EVENTS} events${quick ? "" : ` in ${WINDOWS} windows ${WINDOW_PAUSE_MS / 1000} s apart`}, each batch of ${BATCH} beside its floor`,
+  );
+  const pairs = settledPairs(batches);
   return [
-    figure("5a", `event monitor: ${EVENTS} events, ${AGENTS} agents`, "events/s", rates, {
-      floor: {
-        what: "its writes (5b) as locked slot writes in a row",
-        samples: floorRates,
-        higherIsBetter: true,
-        maxRatio: 2,
-        pairs,
+    figure(
+      "5a",
+      `event monitor: ${EVENTS} events, ${AGENTS} agents`,
+      "events/s",
+      rates,
+      {
+        floor: {
+          what: "its writes (5b) as locked slot writes in a row",
+          samples: floorRates,
+          higherIsBetter: true,
+          maxRatio: 2,
+          pairs,
+        },
       },
-    }),
+      `${pairs.length} of ${batches.length} batches paired: those whose floor wrote within ${FLOOR_SETTLED}x its first decile`,
+    ),
     figure("5b", `state writes for ${(EVENTS * EVENT_GAP_MS) / 1000} s of events`, "writes", writes, {
       absolute: { text: `<= ${bound} (1/agent/5 s)`, ok: (m) => m <= bound },
       loadFree: true,
