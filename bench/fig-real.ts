@@ -304,8 +304,10 @@ async function warmRuns(
 ): Promise<void> {
   const { batches, perBatch } = warmShape(quick);
   // Spaced rounds leave no pane up and cost ~7 s a pair: more of them for a steadier median (6a' ran 2.26x-3.37x over
-  // five runs of ten pairs).
-  const spacedRuns = quick ? 3 : 16;
+  // five runs of ten pairs). Half go before the batches and half after, minutes apart: in one full run of two back to
+  // back, the hand-made floor took 42 ms against 75-93 ms in the five runs before, and spawn-agent 183 ms against
+  // 203-260 ms, so 16 pairs in two minutes met one spell of the machine whole and the ratio came 4.35x against 3.05x.
+  const spacedPerHalf = quick ? 2 : 16;
   const info = serverInfo(main.projectDir);
   if (!info) throw new Error("no ServerInfo after a spawn");
   const project = projectOf(info, main.projectDir);
@@ -320,8 +322,24 @@ async function warmRuns(
   // The floor tool reads the server the plugin last recorded on each call, as spawn-agent does.
   const hand = (by: string, samples: number[]) => () =>
     timedSpawn(main, by, { tool: "bench-hand-spawn", args: { title: `floor-${n++}` } }, samples);
+  // Spaced, into a team of its own, each on a machine with no pane booting: each round's agent is stopped once it is
+  // timed. An `opencode attach` took 1.2-1.9 CPU-seconds in its first two seconds here and about a tenth of a core
+  // after that, so with panes left up this series would measure how many agents run rather than a spawn.
+  const spacedLeader = await newTeam(main, "leader-spaced", "bench-spaced");
+  const spaced = () =>
+    spawnSeries(
+      spacedPerHalf,
+      SPACED_PAUSE_MS,
+      () => timedSpawn(main, spacedLeader, spawnCall("bench-spaced"), out.warmSpaced),
+      hand(spacedLeader, out.warmSpacedFloor),
+      {
+        spawned: (agent) => stopAgent(main, spacedLeader, "bench-spaced", agent),
+        hand: async (agent) => killPane(socket, agent),
+      },
+    );
   // The cold spawn's team is done with (its leader calls nothing more).
   killPane(socket, first);
+  await spaced();
   await withMonitor(main, socket, async (ctx) => {
     for (let batch = 0; batch < batches; batch++) {
       const teamName = `bench-${batch + 1}`;
@@ -345,21 +363,8 @@ async function warmRuns(
     `spawn: ${batches} teams of ${perBatch} warm back to back, as many by hand; each killed and deleted (7b)`,
   );
 
-  // Spaced, into a team of its own, each on a machine with no pane booting: each round's agent is stopped once it is
-  // timed. An `opencode attach` took 1.2-1.9 CPU-seconds in its first two seconds here and about a tenth of a core
-  // after that, so with panes left up this series would measure how many agents run rather than a spawn.
-  const spacedLeader = await newTeam(main, "leader-spaced", "bench-spaced");
-  await spawnSeries(
-    spacedRuns,
-    SPACED_PAUSE_MS,
-    () => timedSpawn(main, spacedLeader, spawnCall("bench-spaced"), out.warmSpaced),
-    hand(spacedLeader, out.warmSpacedFloor),
-    {
-      spawned: (agent) => stopAgent(main, spacedLeader, "bench-spaced", agent),
-      hand: async (agent) => killPane(socket, agent),
-    },
-  );
-  note(`spawn: ${spacedRuns} warm, spaced, and ${spacedRuns} by hand`);
+  await spaced();
+  note(`spawn: ${spacedPerHalf} warm, spaced, and as many by hand, before the batches and again after them`);
   note(`spawn steps, median ms of the warm spawns (from the plugin's log): ${spawnStepMedians(main)}`);
 }
 
