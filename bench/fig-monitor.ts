@@ -71,9 +71,9 @@ async function timeBatches(
   pauses: boolean,
 ): Promise<BatchTimes> {
   const times: BatchTimes = { monitorMs: 0, floorMs: 0, batches: [] };
-  const batches = EVENTS / BATCH;
-  const perWindow = pauses ? batches / WINDOWS : batches;
-  for (let batch = 0; batch < batches; batch++) {
+  const batchCount = EVENTS / BATCH;
+  const perWindow = pauses ? batchCount / WINDOWS : batchCount;
+  for (let batch = 0; batch < batchCount; batch++) {
     const afterPause = batch > 0 && batch % perWindow === 0;
     if (afterPause) await Bun.sleep(WINDOW_PAUSE_MS);
     const batchWritesBefore = monitor.stats.writes;
