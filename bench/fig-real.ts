@@ -16,7 +16,7 @@ import {
   waitFor,
 } from "../tests/e2e/harness/index.ts";
 import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
-import { interleaved } from "./floors.ts";
+import { interleaved, together } from "./floors.ts";
 import {
   deleteSession,
   FLOOR_SESSION,
@@ -112,15 +112,19 @@ interface AfterRound {
   hand?: (agent: Spawned) => Promise<void>;
 }
 
-/** Spawn and hand-spawn by turns (`pause` before each); the spawned agents, and the hand-made ones to close later. */
+/** How a series pairs a spawn with a hand-made one: by turns, each after a pause of its own, or both at once. */
+type Pace = { turnsPauseMs: number } | "together";
+
+/** Spawn and hand-spawn `runs` times, paced so; the spawned agents, and the hand-made ones to close later. */
 async function spawnSeries(
   runs: number,
-  pause: number,
+  pace: Pace,
   spawn: () => Promise<Spawned>,
   hand: () => Promise<Spawned>,
   after: AfterRound = {},
 ): Promise<{ spawned: Spawned[]; hand: Spawned[] }> {
   const out = { spawned: [] as Spawned[], hand: [] as Spawned[] };
+  const pause = pace === "together" ? 0 : pace.turnsPauseMs;
   const round =
     (make: () => Promise<Spawned>, made: Spawned[], then?: (agent: Spawned) => Promise<void>) => async () => {
       await Bun.sleep(pause);
@@ -128,28 +132,25 @@ async function spawnSeries(
       made.push(agent);
       await then?.(agent);
     };
-  await interleaved(runs, round(spawn, out.spawned, after.spawned), round(hand, out.hand, after.hand));
+  const rounds = [round(spawn, out.spawned, after.spawned), round(hand, out.hand, after.hand)] as const;
+  await (pace === "together" ? together(runs, ...rounds) : interleaved(runs, ...rounds));
   return out;
 }
 
+/** A `tmux wait-for` client that returns once tmux has noticed that one pane's process died. */
+type PaneExitWaiter = ReturnType<typeof Bun.spawn>;
+
 /**
- * The floor of 7b: the same kill and DELETE as the figure, on a hand-spawned agent (a session that got the same prompt,
- * with `opencode attach` in a pane: OpenCode deletes such a session more slowly than an empty one), the DELETE sent at
- * once as in the figure, while tmux's own notice of the pane's death (a pane-exited hook signalling a `tmux wait-for`
- * channel) is awaited beside it: the earliest anyone can know of both is when the DELETE has been answered and tmux
- * has noticed. Returns that whole and the notice alone, in seconds.
+ * Arm tmux's own notice of `agent`'s pane dying: a pane-exited hook that signals a `tmux wait-for` channel, for that
+ * pane only (the figure's pane dies at the same moment), and the waiter, connected by the time this returns.
  */
-async function deathFloor(
-  project: Project,
-  socket: string,
-  agent: Spawned,
-  round: string,
-): Promise<{ whole: number; notice: number }> {
+async function paneExitWaiter(socket: string, agent: Spawned, round: string): Promise<PaneExitWaiter> {
   // One channel per round: a pane of the floor session closing later signals the channel last hooked, not this one.
   const channel = `floor-died-${round}`;
   // A global hook: tmux runs pane-exited once the pane and its window are gone, and then looks the hook up in the
   // session it deems current (the one last active, here a team's), not the pane's own.
-  const hook = tmux.tmux(socket, ["set-hook", "-g", "pane-exited", `wait-for -S ${channel}`]);
+  const onlyThisPane = `if -F '#{==:#{hook_pane},${agent.paneId}}' 'wait-for -S ${channel}'`;
+  const hook = tmux.tmux(socket, ["set-hook", "-g", "pane-exited", onlyThisPane]);
   if (hook.code !== 0) throw new Error(`set-hook: ${hook.stderr}`);
   const waiter = Bun.spawn(["tmux", "-L", socket, "wait-for", channel], {
     env: tmuxClientEnv(),
@@ -158,6 +159,22 @@ async function deathFloor(
   });
   // Let the waiter connect before the kill, so the notice is timed and not the waiter's start.
   await Bun.sleep(200);
+  return waiter;
+}
+
+/**
+ * The floor of 7b: the same kill and DELETE as the figure, on a hand-spawned agent (a session that got the same prompt,
+ * with `opencode attach` in a pane: OpenCode deletes such a session more slowly than an empty one), the DELETE sent at
+ * once as in the figure, while tmux's own notice of the pane's death (`waiter`, paneExitWaiter) is awaited beside it:
+ * the earliest anyone can know of both is when the DELETE has been answered and tmux has noticed. Returns that whole
+ * and the notice alone, in seconds.
+ */
+async function deathFloor(
+  project: Project,
+  socket: string,
+  agent: Spawned,
+  waiter: PaneExitWaiter,
+): Promise<{ whole: number; notice: number }> {
   const started = performance.now();
   const panePid = tmux.listPanes(socket).find((p) => p.paneId === agent.paneId)?.panePid;
   if (!panePid) throw new Error(`the hand-made pane ${agent.paneId} is gone before its kill`);
@@ -238,7 +255,31 @@ interface Victims {
   hand: readonly Spawned[];
 }
 
-/** 7b on one batch: each agent killed and its session deleted, by turns with the floor (deathFloor). */
+/** 7b's round: the agent's pane killed and its session deleted, until its file says inactive; in seconds. */
+async function killedDetected(
+  ctx: TeamsContext,
+  project: Project,
+  socket: string,
+  teamName: string,
+  agent: Spawned,
+): Promise<number> {
+  const started = performance.now();
+  killPane(socket, agent);
+  await deleteSession(project, agent.sessionId);
+  await waitFor(
+    async () => {
+      const read = await ctx.store.readAgent(teamName, agent.agentId);
+      return read.kind === "ok" && read.value.status === "inactive";
+    },
+    { timeoutMs: 30_000, intervalMs: 10, message: "the deleted agent to become inactive" },
+  );
+  return (performance.now() - started) / 1000;
+}
+
+/**
+ * 7b on one batch: each agent killed and its session deleted at the same moment as a hand-made one (deathFloor), so
+ * both meet the same panes booting and the same server.
+ */
 async function detectDeleted(
   ctx: TeamsContext,
   project: () => Project,
@@ -247,28 +288,17 @@ async function detectDeleted(
   out: RealSamples,
 ): Promise<void> {
   const { agents, hand, teamName } = victims;
-  await interleaved(
-    agents.length,
-    async (n) => {
-      const agent = agents[n] as Spawned;
-      const started = performance.now();
-      killPane(socket, agent);
-      await deleteSession(project(), agent.sessionId);
-      await waitFor(
-        async () => {
-          const read = await ctx.store.readAgent(teamName, agent.agentId);
-          return read.kind === "ok" && read.value.status === "inactive";
-        },
-        { timeoutMs: 30_000, intervalMs: 10, message: "the deleted agent to become inactive" },
-      );
-      out.deleted.push((performance.now() - started) / 1000);
-    },
-    async (n) => {
-      const floor = await deathFloor(project(), socket, hand[n] as Spawned, `${victims.batch}-${n}`);
-      out.deletedFloor.push(floor.whole);
-      out.deathNotice.push(floor.notice);
-    },
-  );
+  for (let n = 0; n < agents.length; n++) {
+    const handMade = hand[n] as Spawned;
+    const waiter = await paneExitWaiter(socket, handMade, `${victims.batch}-${n}`);
+    const [detected, floor] = await Promise.all([
+      killedDetected(ctx, project(), socket, teamName, agents[n] as Spawned),
+      deathFloor(project(), socket, handMade, waiter),
+    ]);
+    out.deleted.push(detected);
+    out.deletedFloor.push(floor.whole);
+    out.deathNotice.push(floor.notice);
+  }
 }
 
 /** A leader session of its own and its team: earlier teams' leaders get notices of their panes closing, and a
@@ -286,9 +316,10 @@ async function newTeam(main: OpencodeServer, title: string, teamName: string): P
  * Back to back in batches, each into a team of its own whose agents 7b then kills: a batch's spawns meet the earlier
  * ones' `opencode attach` still booting, as a leader spawning a team does, but not twenty idle panes (about a tenth of
  * a core each): with ten pairs in one team, 6a's and 7b's rounds ran 0.5x-11x and 0.3x-6x and the group's load went
- * above its allowance in three runs of four. Sixteen batches: a pair's ratio strays over 1.5x-4.9x (6a) between
- * quartiles within one run, so two runs' medians of 6a came 35-60% apart with four batches (20 pairs), 3-27% with
- * eight (40 pairs) and 4% in the first two runs with sixteen.
+ * above its allowance in three runs of four. Each spawn-agent call and its floor start at the same moment (from two
+ * leaders), and so do 7b's kills: taken by turns, each side met the other's pane at another point of its boot, a
+ * pair's ratio strayed over 1.6x-4.9x (6a) and 0.8x-2.9x (7b) between quartiles within a run, and two runs' medians
+ * of 6a came up to 55% apart with sixteen batches (80 pairs).
  */
 function warmShape(quick: boolean): { batches: number; perBatch: number } {
   return quick ? { batches: 1, perBatch: 3 } : { batches: 16, perBatch: 5 };
@@ -329,7 +360,7 @@ async function warmRuns(
   const spaced = () =>
     spawnSeries(
       spacedPerHalf,
-      SPACED_PAUSE_MS,
+      { turnsPauseMs: SPACED_PAUSE_MS },
       () => timedSpawn(main, spacedLeader, spawnCall("bench-spaced"), out.warmSpaced),
       hand(spacedLeader, out.warmSpacedFloor),
       {
@@ -344,11 +375,13 @@ async function warmRuns(
     for (let batch = 0; batch < batches; batch++) {
       const teamName = `bench-${batch + 1}`;
       const batchLeader = await newTeam(main, `leader-${batch + 1}`, teamName);
+      // The hand-made spawns come from a leader of their own, so that both calls of a pair run at once.
+      const handLeader = await main.createSession(`hand-leader-${batch + 1}`);
       const made = await spawnSeries(
         perBatch,
-        0,
+        "together",
         () => timedSpawn(main, batchLeader, spawnCall(teamName), out.warm),
-        hand(batchLeader, out.warmFloor),
+        hand(handLeader, out.warmFloor),
       );
       await detectDeleted(
         ctx,
@@ -469,7 +502,7 @@ function realFigures(out: RealSamples, quick: boolean): Figure[] {
   return [
     figure(
       "6a",
-      `spawn-agent, warm server, call -> active, back to back (${shape.batches} teams of ${shape.perBatch} agents, each spawned as the last one boots)`,
+      `spawn-agent, warm server, call -> active, back to back (${shape.batches} teams of ${shape.perBatch} agents, each spawned as the last one boots, its floor at the same moment)`,
       "ms",
       out.warm,
       {
@@ -512,7 +545,7 @@ function realFigures(out: RealSamples, quick: boolean): Figure[] {
       out.deleted,
       {
         floor: {
-          what: "same kill + DELETE of a hand-spawned agent, until answered and tmux pane-exited hook to wait-for",
+          what: "same kill + DELETE of a hand-spawned agent at the same moment, until answered and tmux pane-exited hook to wait-for",
           samples: out.deletedFloor,
           maxRatio: 2,
           also: { what: "the hook's notice alone", samples: out.deathNotice },
