@@ -291,9 +291,11 @@ async function detectDeleted(
   for (let n = 0; n < agents.length; n++) {
     const handMade = hand[n] as Spawned;
     const waiter = await paneExitWaiter(socket, handMade, `${victims.batch}-${n}`);
-    const [detected, floor] = await Promise.all([
-      killedDetected(ctx, project(), socket, teamName, agents[n] as Spawned),
+    // The floor's kill and DELETE go first (as in `together`): where the server answers the second DELETE later,
+    // the wait is the figure's.
+    const [floor, detected] = await Promise.all([
       deathFloor(project(), socket, handMade, waiter),
+      killedDetected(ctx, project(), socket, teamName, agents[n] as Spawned),
     ]);
     out.deleted.push(detected);
     out.deletedFloor.push(floor.whole);

@@ -38,14 +38,15 @@ export async function interleaved(
 /**
  * Run the figure's round and the floor's round at once, round after round: where a round lasts long enough for the
  * machine to change under it (seconds of other processes booting), taking turns leaves each side a different moment,
- * and only starting both together makes them meet the same one.
+ * and only starting both together makes them meet the same one. The floor's round is started first, so that where
+ * the two queue for the same server, the wait is the figure's to pay, never the floor's.
  */
 export async function together(
   rounds: number,
   subject: (round: number) => Promise<void>,
   floor: (round: number) => Promise<void>,
 ): Promise<void> {
-  for (let round = 0; round < rounds; round++) await Promise.all([subject(round), floor(round)]);
+  for (let round = 0; round < rounds; round++) await Promise.all([floor(round), subject(round)]);
 }
 
 /** A 16 KiB slot image whose head changes on every write (a fresh timestamp), like a heartbeat record's. */
