@@ -27,7 +27,8 @@ const END = "<!-- bench:end -->";
 /** What the README says above the table. */
 const LEGEND = [
   "Each figure is timed beside its floor, the least work any implementation must do for it, measured in the same run",
-  "by turns with the figure's own rounds; the ratio (figure / floor, or floor / figure for rates) is what carries from",
+  "by turns with the figure's own rounds (6a and 7b: each round at the same moment as its floor's); the ratio (figure /",
+  "floor, or floor / figure for rates) is what carries from",
   "machine to machine, the absolute medians only describe this one. Where the floor column says so, the ratio is the",
   "median of the ratios of rounds timed back to back (the disk and CPU of a shared machine have slow spells of a",
   'fraction of a second to seconds, which a pair meets together). "met" judges the ratio (counts and simulated time',
