@@ -336,11 +336,13 @@ async function warmRuns(
   out: RealSamples,
 ): Promise<void> {
   const { batches, perBatch } = warmShape(quick);
-  // Spaced rounds leave no pane up and cost ~7 s a pair: more of them for a steadier median (6a' ran 2.26x-3.37x over
-  // five runs of ten pairs). Half go before the batches and half after, minutes apart: in one full run of two back to
-  // back, the hand-made floor took 42 ms against 75-93 ms in the five runs before, and spawn-agent 183 ms against
-  // 203-260 ms, so 16 pairs in two minutes met one spell of the machine whole and the ratio came 4.35x against 3.05x.
-  const spacedPerHalf = quick ? 2 : 16;
+  // Spaced rounds leave no pane up and cost ~7 s a pair. They go in four parts spread over the batches' ten minutes
+  // (before the batches, after a third and two thirds of them, and after them), so that no stretch of the machine
+  // meets them all: in two halves of sixteen, before and after the batches, 6a' ranged 2.50x-3.32x over nine runs and
+  // two runs back to back came 33% apart (spawn-agent 331 / 262 ms, floor 105 / 101 ms) where the whole group ran
+  // slower in one of them. 48 pairs instead of 32 also narrow the median's own sampling wobble by about a fifth.
+  const spacedPerPart = quick ? 1 : 12;
+  const spacedBefore = new Set([0, Math.floor(batches / 3), Math.floor((2 * batches) / 3)]);
   const info = serverInfo(main.projectDir);
   if (!info) throw new Error("no ServerInfo after a spawn");
   const project = projectOf(info, main.projectDir);
@@ -361,7 +363,7 @@ async function warmRuns(
   const spacedLeader = await newTeam(main, "leader-spaced", "bench-spaced");
   const spaced = () =>
     spawnSeries(
-      spacedPerHalf,
+      spacedPerPart,
       { turnsPauseMs: SPACED_PAUSE_MS },
       () => timedSpawn(main, spacedLeader, spawnCall("bench-spaced"), out.warmSpaced),
       hand(spacedLeader, out.warmSpacedFloor),
@@ -372,9 +374,9 @@ async function warmRuns(
     );
   // The cold spawn's team is done with (its leader calls nothing more).
   killPane(socket, first);
-  await spaced();
   await withMonitor(main, socket, async (ctx) => {
     for (let batch = 0; batch < batches; batch++) {
+      if (spacedBefore.has(batch)) await spaced();
       const teamName = `bench-${batch + 1}`;
       const batchLeader = await newTeam(main, `leader-${batch + 1}`, teamName);
       // The hand-made spawns come from a leader of their own, so that both calls of a pair run at once.
@@ -399,7 +401,9 @@ async function warmRuns(
   );
 
   await spaced();
-  note(`spawn: ${spacedPerHalf} warm, spaced, and as many by hand, before the batches and again after them`);
+  note(
+    `spawn: ${spacedPerPart} warm, spaced, and as many by hand, in each of ${spacedBefore.size + 1} parts spread over the batches`,
+  );
   note(`spawn steps, median ms of the warm spawns (from the plugin's log): ${spawnStepMedians(main)}`);
 }
 
