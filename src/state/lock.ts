@@ -380,11 +380,12 @@ async function acquireFileLock(
 export async function tryFileLock(
   file: string,
   timing: Partial<LockTiming> = {},
+  placement: LockPlacement = {},
 ): Promise<(() => Promise<void>) | undefined> {
   const full = { ...DEFAULT_TIMING, ...timing };
   const lock = `${file}.lock`;
   const owner = newOwnerToken();
-  if (!(await tryAcquire(lock, owner, full.staleMs))) return undefined;
+  if (!(await tryAcquire(lock, owner, full.staleMs, placement))) return undefined;
   return holdLock(lock, owner, full);
 }
 

@@ -317,10 +317,11 @@ export class TeamStore {
 
   /**
    * The team's spare-worktree lock if nobody holds it, without waiting: its release function, or undefined while
-   * another process makes the spare.
+   * another process makes the spare. Rejects with LockDirectoryMissingError when the team's directory is gone: a
+   * spare maker still running must not bring a removed team back as an empty directory.
    */
   trySpareLock(teamName: string): Promise<(() => Promise<void>) | undefined> {
-    return tryFileLock(this.paths.spareLock(teamName), this.lockTiming);
+    return tryFileLock(this.paths.spareLock(teamName), this.lockTiming, { createDir: false });
   }
 
   /** Run `fn` holding one inbox message's lock: it is delivered by one process, once. */

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import path from "node:path";
 import { collectWorktrees } from "../../src/cli/worktrees.ts";
@@ -225,6 +225,17 @@ describe("the spare worktree", () => {
     refillSpare(ctx, "alpha");
     await readySpare();
     expect(lockExists(lock)).toBe(false);
+  });
+
+  test("a maker started after the team's directory was removed leaves nothing behind and says why", async () => {
+    await readySpare();
+    const gone = ctx.store.paths.teamDir("alpha");
+    await rm(gone, { recursive: true, force: true });
+    refillSpare(ctx, "alpha");
+    await sparesSettled(ctx);
+    expect(existsSync(gone)).toBe(false);
+    const warned = ctx.logs.filter((l) => l.level === "warn").map((l) => l.message);
+    expect(warned.some((m) => m.includes("No directory for the lock"))).toBe(true);
   });
 });
 
