@@ -2,7 +2,7 @@ import { EventMonitor } from "../src/operations/liveness/monitor.ts";
 import { makeTestContext, type TestContext } from "../tests/helpers/context.ts";
 import { lockedSlotWrite } from "./floors.ts";
 import { note, seedTeam, timed } from "./setup.ts";
-import { type Figure, figure, quantile } from "./stats.ts";
+import { type Figure, figure, quantile, settledRounds } from "./stats.ts";
 
 const AGENTS = 100;
 const EVENTS = 50_000;
@@ -97,11 +97,10 @@ async function timeBatches(
 
 /** The batches whose floor ran on a settled disk, as [events/s of the monitor, events/s of its floor]. */
 function settledPairs(batches: readonly Batch[]): [number, number][] {
-  const perWrite = (b: Batch) => b.floorMs / b.writes;
-  const limit = FLOOR_SETTLED * quantile(batches.map(perWrite), 0.1);
-  return batches
-    .filter((b) => perWrite(b) <= limit)
-    .map((b) => [BATCH / (b.monitorMs / 1000), BATCH / (b.floorMs / 1000)]);
+  return settledRounds(batches, (b) => b.floorMs / b.writes, FLOOR_SETTLED).map((b) => [
+    BATCH / (b.monitorMs / 1000),
+    BATCH / (b.floorMs / 1000),
+  ]);
 }
 
 /**

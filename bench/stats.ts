@@ -82,6 +82,17 @@ export function zipRounds(
   return pairs;
 }
 
+/**
+ * The rounds whose floor met a settled disk: its cost within `factor` of the run's first decile. Where both sides make
+ * and remove a lock file, this machine's disk goes through spells (seconds to tens of seconds) in which that costs
+ * several times as much (bench/settle.ts), and the figure's own work does not slow with it: a round in such a spell
+ * has a lower ratio, and a run's median follows the share of its rounds that met one.
+ */
+export function settledRounds<T>(rounds: readonly T[], floorCost: (round: T) => number, factor: number): T[] {
+  const limit = factor * quantile(rounds.map(floorCost), 0.1);
+  return rounds.filter((round) => floorCost(round) <= limit);
+}
+
 /** Ratio of a figure's value to its floor's, oriented so that 1 is "as cheap as the floor". */
 export function ratioOf(median: number, floor: number, higherIsBetter = false): number {
   return higherIsBetter ? floor / median : median / floor;
