@@ -4,6 +4,7 @@ import {
   type ChatMessage,
   type MockModel,
   parseDirectives,
+  promptOf,
   scriptedReply,
   startMockModel,
   substituteSystemValues,
@@ -76,6 +77,22 @@ describe("script", () => {
       text: "DONE",
       delayMs: 0,
     });
+  });
+
+  test("a plugin notice that landed after the prompt is not the prompt: the script goes on", () => {
+    const notice: ChatMessage = {
+      role: "user",
+      content: [{ type: "text", text: "[notice from opencode-teams via team wt, id 7]\nAgent b completed." }],
+    };
+    const prompt: ChatMessage = { role: "user", content: script };
+    // Before the first call, and between a call and the next step.
+    expect(scriptedReply(promptOf([prompt, notice]))).toMatchObject({ kind: "tool", name: "a" });
+    const mid = promptOf([prompt, ...toolTurn("c1", "a", "ra"), notice]);
+    expect(mid.lastUserText).toBe(script);
+    expect(scriptedReply(mid)).toMatchObject({ kind: "tool", name: "b" });
+    // A message from a member is a prompt of its own.
+    const member = "[message from w1 via team wt, id 8]\nhello";
+    expect(promptOf([prompt, { role: "user", content: member }]).lastUserText).toBe(member);
   });
 });
 

@@ -145,6 +145,26 @@ export function textOf(content: ChatMessage["content"]): string {
     .join("\n");
 }
 
+/** The header the plugin puts at the top of a notice to the leader (src/operations/messages/notice-digest.ts). */
+const PLUGIN_NOTICE = "[notice from opencode-teams via team ";
+
+/**
+ * The prompt a request answers: the last user message that is not a plugin notice, and the messages after it. A
+ * notice is a user message without a turn (`noReply`), and it can land in the session between a test's prompt and the
+ * model's next request; taken as the prompt, it would end the test's turn with `DONE` before its directives ran.
+ */
+export function promptOf(messages: readonly ChatMessage[]): {
+  lastUserText: string;
+  turnMessages: ChatMessage[];
+} {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i];
+    if (message?.role !== "user" || textOf(message.content).startsWith(PLUGIN_NOTICE)) continue;
+    return { lastUserText: textOf(message.content), turnMessages: messages.slice(i + 1) };
+  }
+  return { lastUserText: "", turnMessages: [] };
+}
+
 /** Parse the `@@` directives of a prompt. Throws on a malformed directive so a typo fails loudly. */
 export function parseDirectives(text: string): Directive[] {
   const out: Directive[] = [];
@@ -449,13 +469,6 @@ export async function startMockModel(opts: MockModelOptions = {}): Promise<MockM
         headers[k] = v;
       });
       const messages = body.messages;
-      let lastUser = -1;
-      for (let i = messages.length - 1; i >= 0; i--) {
-        if (messages[i]?.role === "user") {
-          lastUser = i;
-          break;
-        }
-      }
       const tools = (body.tools ?? []).map((t) => t.function.name);
       const sessionHeader = SESSION_HEADERS.map((h) => headers[h]).find((v) => v !== undefined && v !== "");
       seq += 1;
@@ -470,8 +483,7 @@ export async function startMockModel(opts: MockModelOptions = {}): Promise<MockM
           .map((m) => textOf(m.content))
           .join("\n\n"),
         tools,
-        lastUserText: lastUser >= 0 ? textOf(messages[lastUser]?.content) : "",
-        turnMessages: lastUser >= 0 ? messages.slice(lastUser + 1) : [],
+        ...promptOf(messages),
         isTitleRequest: tools.length === 0,
         sessionId: sessionHeader,
       };
