@@ -2,7 +2,7 @@ import path from "node:path";
 import { makeTestContext } from "../tests/helpers/context.ts";
 import type { ReaderResult, WorkerArgs, WriterResult } from "./concurrent-worker.ts";
 import { note, seedTeam } from "./setup.ts";
-import { type Figure, figure, quantile, settledRounds } from "./stats.ts";
+import { type Figure, figure, judgedSettled } from "./stats.ts";
 
 const WRITERS = 4;
 const AGENTS = 10;
@@ -135,12 +135,17 @@ export async function benchConcurrent(quick: boolean): Promise<Figure[]> {
   note(
     `concurrent heartbeats: ${rounds} rounds of ${seconds} s, slices of ${SLICE_MS} ms by turns with the floor`,
   );
-  const judged = settledRounds(pairs, ([, floorRate]) => 1 / floorRate, FLOOR_SETTLED);
-  const allPairs = quantile(
-    pairs.map(([rate, floorRate]) => floorRate / rate),
-    0.5,
+  const judged = judgedSettled(
+    pairs,
+    (pair) => pair,
+    ([, floorRate]) => 1 / floorRate,
+    {
+      factor: FLOOR_SETTLED,
+      what: "slice pairs",
+      decile: "top decile's rate",
+      higherIsBetter: true,
+    },
   );
-  const judgedNote = `${judged.length} of ${pairs.length} slice pairs judged, those whose floor wrote within ${FLOOR_SETTLED}x its top decile's rate; all ${pairs.length}: ${allPairs.toFixed(2)}x`;
   return [
     figure(
       "4a",
@@ -153,10 +158,10 @@ export async function benchConcurrent(quick: boolean): Promise<Figure[]> {
           samples: floorRates,
           higherIsBetter: true,
           maxRatio: 2,
-          pairs: judged,
+          pairs: judged.pairs,
         },
       },
-      failed > 0 ? `${judgedNote}; ${failed} calls failed` : judgedNote,
+      failed > 0 ? `${judged.note}; ${failed} calls failed` : judged.note,
     ),
     figure("4b", "lost updates", "count", lost, {
       absolute: { text: "0", ok: (m) => m === 0 },

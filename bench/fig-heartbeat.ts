@@ -1,7 +1,7 @@
 import { makeTestContext } from "../tests/helpers/context.ts";
 import { bareSlotWrite, interleaved, lockedSlotWrite } from "./floors.ts";
 import { note, seedTeam, timed } from "./setup.ts";
-import { type Figure, figure, quantile, settledRounds, zipRounds } from "./stats.ts";
+import { type Figure, figure, judgedSettled, quantile, zipRounds } from "./stats.ts";
 import { benchTools } from "./tool.ts";
 
 /** Calls per round; rounds of the tool and of the floors alternate, short ones so a busy moment hits both alike. */
@@ -93,11 +93,11 @@ export async function benchHeartbeat(quick: boolean): Promise<Figure[]> {
       (round) => floorRound(true, round),
       quick ? 0 : PACE_MS,
     );
-    const pairs = zipRounds(roundCalls, roundFloors);
-    const judged = settledRounds(pairs, ([, floor]) => floor, FLOOR_SETTLED);
-    const allRounds = quantile(
-      pairs.map(([call, floor]) => call / floor),
-      0.5,
+    const judged = judgedSettled(
+      zipRounds(roundCalls, roundFloors),
+      (pair) => pair,
+      ([, floor]) => floor,
+      { factor: FLOOR_SETTLED, what: "rounds", decile: "first decile" },
     );
     note(`heartbeat: ${samples.length} calls, ${locked.length} floor writes`);
     return [
@@ -112,10 +112,10 @@ export async function benchHeartbeat(quick: boolean): Promise<Figure[]> {
             samples: locked,
             maxRatio: 2,
             also: { what: "without the lock", samples: bare },
-            pairs: judged,
+            pairs: judged.pairs,
           },
         },
-        `${judged.length} of ${pairs.length} rounds judged, those whose floor wrote within ${FLOOR_SETTLED}x its first decile; all ${pairs.length}: ${allRounds.toFixed(2)}x`,
+        judged.note,
       ),
     ];
   } finally {

@@ -2,7 +2,7 @@ import { EventMonitor } from "../src/operations/liveness/monitor.ts";
 import { makeTestContext, type TestContext } from "../tests/helpers/context.ts";
 import { lockedSlotWrite } from "./floors.ts";
 import { note, seedTeam, timed } from "./setup.ts";
-import { type Figure, figure, quantile, settledRounds } from "./stats.ts";
+import { type Figure, figure, judgedSettled } from "./stats.ts";
 
 const AGENTS = 100;
 const EVENTS = 50_000;
@@ -96,11 +96,13 @@ async function timeBatches(
 }
 
 /** The batches whose floor ran on a settled disk, as [events/s of the monitor, events/s of its floor]. */
-function settledPairs(batches: readonly Batch[]): [number, number][] {
-  return settledRounds(batches, (b) => b.floorMs / b.writes, FLOOR_SETTLED).map((b) => [
-    BATCH / (b.monitorMs / 1000),
-    BATCH / (b.floorMs / 1000),
-  ]);
+function settledPairs(batches: readonly Batch[]) {
+  return judgedSettled(
+    batches,
+    (b) => [BATCH / (b.monitorMs / 1000), BATCH / (b.floorMs / 1000)],
+    (b) => b.floorMs / b.writes,
+    { factor: FLOOR_SETTLED, what: "batches", decile: "first decile", higherIsBetter: true },
+  );
 }
 
 /**
@@ -146,12 +148,7 @@ export async function benchMonitor(quick: boolean): Promise<Figure[]> {
   note(
     `monitor: ${runs} runs of ${EVENTS} events${quick ? "" : ` in ${WINDOWS} windows ${WINDOW_PAUSE_MS / 1000} s apart`}, each batch of ${BATCH} beside its floor`,
   );
-  const pairs = settledPairs(batches);
-  // Shown beside the judged ratio, so a reader sees what the batches that met a spell would have made of it.
-  const allBatchesRatio = quantile(
-    batches.map((b) => b.monitorMs / b.floorMs),
-    0.5,
-  );
+  const judged = settledPairs(batches);
   return [
     figure(
       "5a",
@@ -164,10 +161,10 @@ export async function benchMonitor(quick: boolean): Promise<Figure[]> {
           samples: floorRates,
           higherIsBetter: true,
           maxRatio: 2,
-          pairs,
+          pairs: judged.pairs,
         },
       },
-      `${pairs.length} of ${batches.length} batches judged, those whose floor wrote within ${FLOOR_SETTLED}x its first decile; all ${batches.length}: ${allBatchesRatio.toFixed(2)}x`,
+      judged.note,
     ),
     figure("5b", `state writes for ${(EVENTS * EVENT_GAP_MS) / 1000} s of events`, "writes", writes, {
       absolute: { text: `<= ${bound} (1/agent/5 s)`, ok: (m) => m <= bound },

@@ -88,9 +88,25 @@ export function zipRounds(
  * several times as much (bench/settle.ts), and the figure's own work does not slow with it: a round in such a spell
  * has a lower ratio, and a run's median follows the share of its rounds that met one.
  */
-export function settledRounds<T>(rounds: readonly T[], floorCost: (round: T) => number, factor: number): T[] {
+function settledRounds<T>(rounds: readonly T[], floorCost: (round: T) => number, factor: number): T[] {
   const limit = factor * quantile(rounds.map(floorCost), 0.1);
   return rounds.filter((round) => floorCost(round) <= limit);
+}
+
+/**
+ * The pairs a figure judges (its settled rounds, as [figure, floor]) and a note saying how many they are and what the
+ * ratio over all rounds was, so a reader sees what the rounds that met a spell would have made of it.
+ */
+export function judgedSettled<T>(
+  rounds: readonly T[],
+  pairOf: (round: T) => [number, number],
+  floorCost: (round: T) => number,
+  how: { factor: number; what: string; decile: string; higherIsBetter?: boolean },
+): { pairs: [number, number][]; note: string } {
+  const pairs = settledRounds(rounds, floorCost, how.factor).map(pairOf);
+  const all = rounds.map(pairOf).map(([subject, floor]) => ratioOf(subject, floor, how.higherIsBetter));
+  const note = `${pairs.length} of ${rounds.length} ${how.what} judged, those whose floor wrote within ${how.factor}x its ${how.decile}; all ${rounds.length}: ${quantile(all, 0.5).toFixed(2)}x`;
+  return { pairs, note };
 }
 
 /** Ratio of a figure's value to its floor's, oriented so that 1 is "as cheap as the floor". */
