@@ -9,7 +9,7 @@ export async function runAnswer(
   ctx: TeamsContext,
   command: "approve" | "deny",
   positionals: readonly string[],
-  flags: { always: boolean; message?: string },
+  flags: { always: boolean; message?: string; request?: string },
   print: (text: string) => void,
 ): Promise<number> {
   const [teamName, agentId] = positionals;

@@ -52,3 +52,12 @@ export const HEALTH_STYLE: Record<string, Style> = {
   error: "magenta",
   unknown: "gray",
 };
+
+/** The one way the CLI shows a moment: local time to the second (JSON keeps the ISO text). */
+export function localTime(iso: string | undefined | null): string {
+  if (!iso) return "-";
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return "-";
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+}

@@ -2,7 +2,7 @@ import type { TeamsContext } from "../operations/context.ts";
 import { readHistory } from "../operations/history/history.ts";
 import { summarizeHistory } from "../operations/history/history-query.ts";
 import type { HistoryEntry } from "../state/schemas.ts";
-import { type Cell, type Painter, renderTable, type Style } from "./format.ts";
+import { type Cell, localTime, type Painter, renderTable, type Style } from "./format.ts";
 
 const HISTORY_STYLE: Record<HistoryEntry["status"], Style> = {
   spawned: "green",
@@ -28,11 +28,11 @@ export async function collectHistory(ctx: TeamsContext, teamName: string) {
 export function renderHistory(view: Awaited<ReturnType<typeof collectHistory>>, paint: Painter): string {
   if (view.entries.length === 0) return `No agent history in team '${view.team}' yet.`;
   const rows: Cell[][] = view.entries.map((e) => [
-    { text: e.timestamp.replace("T", " ").slice(0, 19) },
+    { text: localTime(e.timestamp) },
     { text: e.name ?? e.agent_id.slice(0, 8) },
     { text: e.agent_type },
     { text: e.status, style: HISTORY_STYLE[e.status] },
-    { text: e.completion_timestamp ? e.completion_timestamp.replace("T", " ").slice(0, 19) : "-" },
+    { text: localTime(e.completion_timestamp) },
     {
       text: e.resumes
         ? `resumes ${e.resumes.slice(0, 8)}`

@@ -3,12 +3,27 @@ import { listInbox, viewOf } from "../operations/messages/inbox.ts";
 import { HUMAN, sendAs } from "../operations/messages/messages.ts";
 import { loadTeam } from "../operations/team/identity.ts";
 import { isAgentId } from "../state/paths.ts";
-import { type Cell, type Painter, renderTable } from "./format.ts";
+import { type Cell, localTime, type Painter, renderTable } from "./format.ts";
 
 /** `opencode-teams send <team> <to> <message...>`: a message from `human`, delivered like send-message's. */
 export async function cliSend(ctx: TeamsContext, teamName: string, to: string, words: string[]) {
   const team = await loadTeam(ctx, teamName);
   return sendAs(ctx, team, HUMAN, { to, message: words.join(" ") });
+}
+
+/** What `send` did, as a sentence: who got it now, and who gets it later. */
+export function sentSentence(sent: { deliveries: { name: string; delivery: string }[] }): string {
+  const by = (kind: string) => sent.deliveries.filter((d) => d.delivery === kind).map((d) => d.name);
+  const parts = [
+    by("prompted").length > 0 ? `delivered to ${by("prompted").join(", ")}` : "",
+    by("queued").length > 0
+      ? `queued for ${by("queued").join(", ")} (they read it when their turn ends)`
+      : "",
+    by("stored").length > 0
+      ? `kept in the inbox of ${by("stored").join(", ")} (delivered when they next run)`
+      : "",
+  ].filter(Boolean);
+  return `Message sent: ${parts.join("; ")}.`;
 }
 
 /** `opencode-teams inbox <team> [agent]`: an inbox (the leader's by default), newest first; nothing is marked read. */
@@ -34,7 +49,7 @@ export function renderInbox(view: Awaited<ReturnType<typeof collectInbox>>, pain
   const rows: Cell[][] = view.messages.map((m) => {
     const text = m.text.replace(/\s+/g, " ");
     return [
-      { text: m.time.replace("T", " ").slice(0, 19) },
+      { text: localTime(m.time) },
       { text: m.fromName ?? m.from },
       { text: m.type },
       { text: m.delivered ? "yes" : "no", style: m.delivered ? undefined : "yellow" },

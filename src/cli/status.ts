@@ -2,7 +2,16 @@ import { listUnknownAgents } from "../operations/agents/unknown-agents.ts";
 import type { TeamsContext } from "../operations/context.ts";
 import { waitingView } from "../operations/liveness/waiting.ts";
 import { healthOf } from "../operations/views/list-agents.ts";
-import { type Cell, formatAge, HEALTH_STYLE, type Painter, renderTable, STATUS_STYLE } from "./format.ts";
+import { shortId } from "./agent-ref.ts";
+import {
+  type Cell,
+  formatAge,
+  HEALTH_STYLE,
+  localTime,
+  type Painter,
+  renderTable,
+  STATUS_STYLE,
+} from "./format.ts";
 
 export interface StatusRow {
   team: string;
@@ -13,6 +22,7 @@ export interface StatusRow {
   health: string;
   heartbeatAgeS: number | null;
   model: string;
+  /** Only while the agent runs: an ended agent's pane is closed (or no longer its own). */
   paneId: string | null;
   tasks: string[];
   /** Messages and notices in its inbox that no read-messages returned yet. */
@@ -33,6 +43,8 @@ export interface StatusReport {
   agents: StatusRow[];
   warnings: string[];
 }
+
+const ENDED = new Set(["terminated", "inactive"]);
 
 /** Read straight from the state files (no server round trips), so `watch` stays cheap and works with the server down. */
 export async function collectStatus(
@@ -67,7 +79,7 @@ export async function collectStatus(
         health: healthOf(view, now, ctx.options.staleThresholdMs),
         heartbeatAgeS: Math.max(0, Math.round((now - Date.parse(view.heartbeatTs)) / 1000)),
         model: state.model,
-        paneId: state.paneId ?? null,
+        paneId: ENDED.has(state.status) ? null : (state.paneId ?? null),
         tasks: held(state.agentId),
         waiting: waitingText(state),
         unread: await unreadOf(state.agentId),
@@ -102,6 +114,7 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
   const rows: Cell[][] = report.agents.map((row) => [
     { text: row.team },
     { text: row.name },
+    { text: shortId(row.agentId) },
     { text: row.role },
     { text: row.status, style: STATUS_STYLE[row.status] },
     { text: row.health, style: HEALTH_STYLE[row.health] },
@@ -113,10 +126,28 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     { text: row.unread > 0 ? String(row.unread) : "-", style: row.unread > 0 ? "yellow" : undefined },
   ]);
   const table = renderTable(
-    ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK", "WAITING", "UNREAD"],
+    [
+      "TEAM",
+      "NAME",
+      "ID",
+      "ROLE",
+      "STATUS",
+      "HEALTH",
+      "HEARTBEAT",
+      "MODEL",
+      "PANE",
+      "TASK",
+      "WAITING",
+      "UNREAD",
+    ],
     rows,
     paint,
   );
   const warnings = report.warnings.map((w) => paint(`warning: ${w}`, "yellow"));
   return [table, ...warnings].join("\n");
+}
+
+/** The header line of one `watch` frame. */
+export function watchHeader(report: StatusReport): string {
+  return `opencode-teams watch  ${localTime(report.generatedAt)}  (Ctrl-C to stop)`;
 }

@@ -47,10 +47,10 @@ describe("opencode-teams CLI", () => {
     expect(code).toBe(0);
     const lines = stdout.trim().split("\n");
     expect(lines[0]).toMatch(
-      /^TEAM\s+NAME\s+ROLE\s+STATUS\s+HEALTH\s+HEARTBEAT\s+MODEL\s+PANE\s+TASK\s+WAITING\s+UNREAD$/,
+      /^TEAM\s+NAME\s+ID\s+ROLE\s+STATUS\s+HEALTH\s+HEARTBEAT\s+MODEL\s+PANE\s+TASK\s+WAITING\s+UNREAD$/,
     );
     expect(stdout).toMatch(
-      /alpha\s+builder\s+worker\s+active\s+healthy\s+\d+s\s+mock\/mock-model\s+%7\s+task-1/,
+      /alpha\s+builder\s+[0-9a-f]{8}\s+worker\s+active\s+healthy\s+\d+s\s+mock\/mock-model\s+%7\s+task-1/,
     );
     expect(stdout).not.toContain("\u001b[");
     expect(stdout).not.toContain("gone");
@@ -68,7 +68,7 @@ describe("opencode-teams CLI", () => {
       },
     });
     const { stdout } = await cli(["status", "alpha"]);
-    expect(stdout).toMatch(/asker\s+worker\s+active.*permission: bash \(git push\)/);
+    expect(stdout).toMatch(/asker\s+[0-9a-f]{8}\s+worker\s+active.*permission: bash \(git push\)/);
     const refused = await cli(["approve", "alpha", "builder"]);
     expect(refused.code).toBe(1);
     expect(refused.stdout).toContain("has no pending permission request");
@@ -92,13 +92,17 @@ describe("opencode-teams CLI", () => {
     // No project server is running: the message is kept in the inbox.
     const sent = await cli(["send", "alpha", "builder", "also", "check", "the", "tests"]);
     expect(sent.code).toBe(0);
-    expect(JSON.parse(sent.stdout)).toMatchObject({
+    expect(sent.stdout).toBe("Message sent: kept in the inbox of builder (delivered when they next run).\n");
+    const again = await cli(["send", "alpha", "builder", "--json", "and", "the", "docs"]);
+    expect(JSON.parse(again.stdout)).toMatchObject({
       success: true,
       deliveries: [{ name: "builder", delivery: "stored" }],
     });
     const inbox = await cli(["inbox", "alpha", "builder"]);
     expect(inbox.stdout).toMatch(/human\s+message\s+no\s+no\s+also check the tests/);
-    expect((await cli(["status"])).stdout).toMatch(/builder\s+worker\s+active.*task-1\s+-\s+1\n/);
+    expect((await cli(["status"])).stdout).toMatch(
+      /builder\s+[0-9a-f]{8}\s+worker\s+active.*task-1\s+-\s+2\n/,
+    );
     const refused = await cli(["send", "alpha", "gone", "hello"]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain("resume it first");
@@ -139,7 +143,7 @@ describe("opencode-teams CLI", () => {
     expect(report.agents.map((a) => a.name)).toContain("builder");
   }, 30_000);
 
-  test("watch redraws the table until it is interrupted", async () => {
+  test("watch prints a frame per interval until interrupted; piped, it never clears the screen", async () => {
     const child = Bun.spawn(
       [process.execPath, CLI, "watch", "alpha", "--interval", "0.5", "--dir", ctx.projectRoot],
       {
@@ -159,8 +163,9 @@ describe("opencode-teams CLI", () => {
     }
     child.kill("SIGINT");
     await child.exited;
-    // Two frames, each clearing the screen first and showing the team's agents.
-    expect(output.split("\u001b[2J").length - 1).toBeGreaterThanOrEqual(2);
+    // Two frames, one after the other (a pipe is no screen to clear), each in local time to the second.
+    expect(output).not.toContain("\u001b[");
+    expect(output).toMatch(/opencode-teams watch {2}\d{4}-\d\d-\d\d \d\d:\d\d:\d\d {2}\(Ctrl-C to stop\)/);
     expect(output).toContain("builder");
   });
 

@@ -85,8 +85,10 @@ export function healthOf(view: AgentView, now: number, staleThresholdMs: number)
   if (state.status === "inactive") return "critical";
   const lastSign = Date.parse(view.heartbeatTs);
   if (state.lastError && (!state.lastErrorAt || Date.parse(state.lastErrorAt) >= lastSign)) return "error";
-  // A waiting agent cannot heartbeat; it is alive and needs an answer, not a rescue.
-  if (waitingView(state)) return "healthy";
+  // A waiting agent cannot heartbeat; it is alive and needs an answer, not a rescue. A leader is a person's OpenCode:
+  // it sends no heartbeats and is idle for as long as the person reads, and no sweep ever judges it, so a quiet leader
+  // is healthy (see specs/list-agents.md).
+  if (waitingView(state) || state.role === "leader") return "healthy";
   const age = now - lastSign;
   if (age >= staleThresholdMs || state.consecutiveMisses > 0) return "critical";
   if (age >= staleThresholdMs / 2) return "degraded";
