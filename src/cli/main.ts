@@ -3,7 +3,6 @@
 // Exit codes: 0 done, 1 the command could not do it, 2 the command line is wrong.
 import packageJson from "../../package.json" with { type: "json" };
 import { UnavailableOpencodeApi } from "../edges/unavailable.ts";
-import { parseOptions } from "../options.ts";
 import { buildContext } from "../plugin.ts";
 import { cliWords } from "./cli-words.ts";
 import { CliFailure, type CommandSpec, commandHelp, parseCommand, UsageError, usageLine } from "./command.ts";
@@ -12,6 +11,7 @@ import { LOOK_COMMANDS } from "./commands-look.ts";
 import { SETUP_COMMANDS } from "./commands-setup.ts";
 import { painter } from "./format.ts";
 import { camelKeys } from "./json-keys.ts";
+import { projectPluginOptions } from "./plugin-options.ts";
 import { findProjectRoot } from "./project.ts";
 
 export const COMMANDS: readonly CommandSpec[] = [...LOOK_COMMANDS, ...ACT_COMMANDS, ...SETUP_COMMANDS];
@@ -102,7 +102,7 @@ async function runCommand(spec: CommandSpec, argv: string[], json: boolean): Pro
   const projectRoot = findProjectRoot(typeof values.dir === "string" ? values.dir : process.cwd());
   const ctx = buildContext({
     projectRoot,
-    options: parseOptions({ background: false }),
+    options: projectPluginOptions(projectRoot, (text) => write(process.stderr, `warning: ${text}`)),
     log: () => {},
     localServer: new UnavailableOpencodeApi("the CLI has no OpenCode server of its own"),
   });
