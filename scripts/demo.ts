@@ -159,7 +159,15 @@ async function main(argv: string[]): Promise<number> {
     if (stopping) return;
     stopping = true;
     print("\nStopping everything the demo started...");
-    void (env?.stop() ?? Promise.resolve()).finally(() => process.exit(code));
+    void (env?.stop() ?? Promise.resolve())
+      .then(
+        () => print("Stopped every process the demo started and removed its temp dirs."),
+        (error: unknown) =>
+          print(
+            `Stopping failed: ${error instanceof Error ? error.message : String(error)}; see the commands above.`,
+          ),
+      )
+      .finally(() => process.exit(code));
   };
   process.on("SIGINT", () => stopAndExit(130));
   process.on("SIGTERM", () => stopAndExit(143));

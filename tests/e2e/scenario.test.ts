@@ -259,6 +259,7 @@ test("npm run demo -- --keep, as a user runs it: the scenario, then everything s
     process.kill(-(child.pid ?? 0), "SIGINT");
     const code = await exited;
     expect([130, null]).toContain(code);
+    expect(output).toContain("Stopped every process the demo started and removed its temp dirs.");
     expect(tmux.serverRunning(keepSocket)).toBe(false);
     await waitFor(async () => kept.every((pid) => !processRunning(pid)) || undefined, {
       timeoutMs: 15_000,
