@@ -52,6 +52,7 @@ function parseCommandLine(argv: string[]) {
       undo: { type: "boolean", default: false },
       always: { type: "boolean", default: false },
       message: { type: "string" },
+      request: { type: "string" },
     },
   });
 }
