@@ -11,8 +11,11 @@ import { failureFromError } from "../operations/result.ts";
 import { loadTeam } from "../operations/team/identity.ts";
 
 export const ANSWER_USAGE = `  opencode-teams approve <team> <agent> [--request <id>] [--always] [--message <text>]
-                                                    allow the request it waits on (shown first, answered by id)
+                                                   allow the request it waits on (shown, then answered by id)
   opencode-teams deny <team> <agent> [--request <id>]    refuse it`;
+
+/** Asks the human at the terminal a yes/no question; absent when there is no terminal to ask on. */
+export type Confirm = (question: string) => Promise<boolean>;
 
 interface AnswerFlags {
   always: boolean;
@@ -34,14 +37,29 @@ function chosen(pending: readonly WaitingRequest[], named: string | undefined): 
   return `it waits on ${pending.length} requests; name one with --request <id>. Nothing was answered. ${pendingNowText(pending)}`;
 }
 
+/** Whether the human answers the request shown: named by --request, else confirmed at the terminal. */
+async function confirmed(
+  request: WaitingRequest,
+  response: PermissionResponse,
+  named: boolean,
+  confirm: Confirm | undefined,
+): Promise<string | undefined> {
+  if (named) return undefined;
+  if (!confirm)
+    return `not answered: with no terminal to confirm on, name the request shown: --request ${request.requestId}`;
+  const verb = response === "reject" ? "Refuse" : response === "always" ? "Allow always" : "Allow once";
+  return (await confirm(`${verb}? [y/N] `)) ? undefined : "not answered.";
+}
+
 /**
- * Show the request that will be answered, then answer that id only; the answer re-checks the server's pending list,
- * so a request that changed in between (answered in the pane, replaced) is refused rather than answered unseen.
+ * Show the request that will be answered, then answer that id only: the one --request names, or the one shown and
+ * confirmed at the terminal. The answer re-checks the server's pending list, so a request that changed in between
+ * (answered in the pane, replaced) is refused rather than answered unseen.
  */
 async function answerShown(
   ctx: TeamsContext,
   input: { teamName: string; agent: string; response: PermissionResponse; flags: AnswerFlags },
-  print: (text: string) => void,
+  io: { print: (text: string) => void; confirm: Confirm | undefined },
 ): Promise<AnswerPermissionResult> {
   try {
     const team = await loadTeam(ctx, input.teamName);
@@ -50,9 +68,11 @@ async function answerShown(
     const named = items.find(({ state }) => state.name === input.agent && isRunning(state.status));
     const { agent, pending } = await pendingRequestsOf(ctx, team, named?.state.agentId ?? input.agent);
     const request = chosen(pending, input.flags.request);
-    if (typeof request === "string")
-      return { success: false, error: `Agent '${agent.name}' (${agent.agentId}): ${request}` };
-    print(`Request of ${agent.name} (${agent.agentId}): ${requestLine(request)}`);
+    const who = `Agent '${agent.name}' (${agent.agentId})`;
+    if (typeof request === "string") return { success: false, error: `${who}: ${request}` };
+    io.print(`Request of ${agent.name} (${agent.agentId}): ${requestLine(request)}`);
+    const declined = await confirmed(request, input.response, input.flags.request !== undefined, io.confirm);
+    if (declined) return { success: false, error: `${who}: ${declined}` };
     return await answerPermissionAsHuman(ctx, {
       teamName: team.name,
       agentId: agent.agentId,
@@ -72,6 +92,7 @@ export async function runAnswer(
   positionals: readonly string[],
   flags: AnswerFlags,
   print: (text: string) => void,
+  confirm?: Confirm,
 ): Promise<number> {
   const [teamName, agent] = positionals;
   if (!teamName || !agent || flags.request === "") {
@@ -79,7 +100,7 @@ export async function runAnswer(
     return 2;
   }
   const response: PermissionResponse = command === "deny" ? "reject" : flags.always ? "always" : "once";
-  const result = await answerShown(ctx, { teamName, agent, response, flags }, print);
+  const result = await answerShown(ctx, { teamName, agent, response, flags }, { print, confirm });
   if (!result.success) {
     print(`opencode-teams: ${result.error}`);
     return 1;

@@ -1,11 +1,12 @@
 #!/usr/bin/env bun
 // The human view of opencode-teams: status tables, a live watch, history and a health check of the set-up.
+import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import { UnavailableOpencodeApi } from "../edges/unavailable.ts";
 import type { TeamsContext } from "../operations/context.ts";
 import { parseOptions } from "../options.ts";
 import { buildContext } from "../plugin.ts";
-import { ANSWER_USAGE, runAnswer } from "./answer.ts";
+import { ANSWER_USAGE, type Confirm, runAnswer } from "./answer.ts";
 import { renderDoctor, runDoctor } from "./doctor.ts";
 import { type Painter, painter } from "./format.ts";
 import { collectHistory, renderHistory } from "./history.ts";
@@ -70,6 +71,19 @@ interface Invocation {
   show(data: unknown, text: () => string): void;
 }
 
+/** A yes/no question on the terminal; none when stdin or stdout is not one (a script must name what it answers). */
+function terminalConfirm(): Confirm | undefined {
+  if (!process.stdin.isTTY || !process.stdout.isTTY) return undefined;
+  return async (question) => {
+    const prompt = createInterface({ input: process.stdin, output: process.stdout });
+    try {
+      return /^y(es)?$/i.test((await prompt.question(question)).trim());
+    } finally {
+      prompt.close();
+    }
+  };
+}
+
 function usage(line: string): number {
   process.stderr.write(`usage: opencode-teams ${line}\n`);
   return 2;
@@ -128,8 +142,9 @@ const COMMANDS: Record<string, (run: Invocation) => Promise<number>> = {
     return 0;
   },
   approve: ({ ctx, positionals, values, print }) =>
-    runAnswer(ctx, "approve", positionals.slice(1), values, print),
-  deny: ({ ctx, positionals, values, print }) => runAnswer(ctx, "deny", positionals.slice(1), values, print),
+    runAnswer(ctx, "approve", positionals.slice(1), values, print, terminalConfirm()),
+  deny: ({ ctx, positionals, values, print }) =>
+    runAnswer(ctx, "deny", positionals.slice(1), values, print, terminalConfirm()),
   async server({ ctx, team, show }) {
     const result = await runServerCommand(ctx, team);
     show(result.output, () => result.text);

@@ -24,7 +24,8 @@ export interface StatusRow {
 function waitingText(state: Parameters<typeof waitingView>[0]): string | null {
   const waiting = waitingView(state);
   if (!waiting) return null;
-  return `${waiting.kind}: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}`;
+  // The id is what approve/deny --request names.
+  return `${waiting.kind} ${waiting.requestId}: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}`;
 }
 
 export interface StatusReport {

@@ -43,7 +43,7 @@ const question = (sessionID: string) =>
     properties: { id: `que_${sessionID}`, sessionID, questions: [{ question: "Which branch?" }] },
   }) as unknown as Event;
 
-test("approve --always, deny and approve --message reach the server for the agent's pending request", async () => {
+test("approve --always, deny and approve --message show the request, ask, and reach the server for it", async () => {
   ctx = await makeTestContext();
   await leadTeam(ctx);
   const pusher = await waitingWorker("pusher", permission);
@@ -51,12 +51,16 @@ test("approve --always, deny and approve --message reach the server for the agen
   const asker = await waitingWorker("asker", question);
   const printed: string[] = [];
   const print = (text: string) => printed.push(text);
+  const asked: string[] = [];
+  const yes = async (question: string) => {
+    asked.push(question);
+    return true;
+  };
 
-  expect(await runAnswer(ctx, "approve", ["alpha", "pusher"], { always: true }, print)).toBe(0);
-  expect(await runAnswer(ctx, "deny", ["alpha", deleter.agentId], { always: false }, print)).toBe(0);
-  expect(await runAnswer(ctx, "approve", ["alpha", "asker"], { always: false, message: "main" }, print)).toBe(
-    0,
-  );
+  expect(await runAnswer(ctx, "approve", ["alpha", "pusher"], { always: true }, print, yes)).toBe(0);
+  expect(await runAnswer(ctx, "deny", ["alpha", deleter.agentId], { always: false }, print, yes)).toBe(0);
+  const message = { always: false, message: "main" };
+  expect(await runAnswer(ctx, "approve", ["alpha", "asker"], message, print, yes)).toBe(0);
 
   expect(ctx.server.answers).toEqual([
     {
@@ -80,6 +84,23 @@ test("approve --always, deny and approve --message reach the server for the agen
     `Request of pusher (${pusher.agentId}): permission per_${pusher.sessionId}: bash (git push)`,
     `Answered permission per_${pusher.sessionId} of ${pusher.agentId}: always`,
   ]);
+  expect(asked).toEqual(["Allow always? [y/N] ", "Refuse? [y/N] ", "Allow once? [y/N] "]);
+});
+
+test("not confirmed, or no terminal to confirm on and no --request: shown, nothing answered", async () => {
+  ctx = await makeTestContext();
+  await leadTeam(ctx);
+  const pusher = await waitingWorker("pusher", permission);
+  const printed: string[] = [];
+  const print = (text: string) => printed.push(text);
+  expect(
+    await runAnswer(ctx, "approve", ["alpha", "pusher"], { always: true }, print, async () => false),
+  ).toBe(1);
+  expect(printed.at(-1)).toContain("not answered.");
+  expect(await runAnswer(ctx, "approve", ["alpha", "pusher"], { always: true }, print)).toBe(1);
+  expect(printed.at(-2)).toContain(`permission per_${pusher.sessionId}: bash (git push)`);
+  expect(printed.at(-1)).toContain(`--request per_${pusher.sessionId}`);
+  expect(ctx.server.answers).toHaveLength(0);
 });
 
 test("--request names the request; another id is refused naming what is pending, its pattern cut", async () => {
@@ -119,26 +140,15 @@ test("a request that changed between showing it and answering is refused, not an
   await leadTeam(ctx);
   const pusher = await waitingWorker("pusher", (id) => permission(id, "per_read", "README.md"));
   const printed: string[] = [];
-  // The first look shows per_read; by the answer, it was answered in the pane and the agent asks per_push.
-  const server = ctx.server;
-  const list = server.pendingRequests.bind(server);
-  let looks = 0;
-  server.pendingRequests = async () => {
-    if (++looks === 2)
-      server.pending = [
-        {
-          kind: "permission",
-          properties: permission(pusher.sessionId, "per_push", "git push -f").properties as Record<
-            string,
-            unknown
-          >,
-        },
-      ];
-    return list();
+  // While the human reads per_read at the prompt, it is answered in the pane and the agent asks per_push.
+  const push = permission(pusher.sessionId, "per_push", "git push -f").properties as Record<string, unknown>;
+  const meanwhile = async () => {
+    ctx.server.pending = [{ kind: "permission", properties: push }];
+    return true;
   };
-  expect(await runAnswer(ctx, "approve", ["alpha", "pusher"], { always: true }, (t) => printed.push(t))).toBe(
-    1,
-  );
+  expect(
+    await runAnswer(ctx, "approve", ["alpha", "pusher"], { always: true }, (t) => printed.push(t), meanwhile),
+  ).toBe(1);
   expect(printed[0]).toContain("permission per_read: bash (README.md)");
   expect(printed[1]).toContain("'per_read'");
   expect(printed[1]).toContain("no longer pending");

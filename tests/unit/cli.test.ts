@@ -68,7 +68,7 @@ describe("opencode-teams CLI", () => {
       },
     });
     const { stdout } = await cli(["status", "alpha"]);
-    expect(stdout).toMatch(/asker\s+worker\s+active.*permission: bash \(git push\)/);
+    expect(stdout).toMatch(/asker\s+worker\s+active.*permission per_1: bash \(git push\)/);
     // Only the server knows what is pending now: without it nothing is answered, and the CLI says what to do.
     const refused = await cli(["approve", "alpha", "builder"]);
     expect(refused.code).toBe(1);
