@@ -91,6 +91,20 @@ describe("answer-permission answers only the request that was shown", () => {
     expect(ctx.server.answers).toHaveLength(0);
   });
 
+  test("another agent's pending request is never answered through this one", async () => {
+    const agent = await askingWorker();
+    const other = ctx.server.addSession({ activity: "busy" });
+    await addAgent(ctx, "alpha", { name: "other", sessionId: other.id });
+    ctx.server.pending.push({
+      kind: "permission",
+      properties: permission(other.id, "per_other", "rm -rf /"),
+    });
+    const refused = await answer(agent, "per_other");
+    expect(refused.success).toBe(false);
+    expect(refused.error).toContain("Pending now: permission per_read: read (/repo/README.md)");
+    expect(ctx.server.answers).toHaveLength(0);
+  });
+
   test("the request shown and still pending is answered by its own id", async () => {
     const agent = await askingWorker();
     expect(await answer(agent, "per_read", "once")).toMatchObject({ success: true, requestId: "per_read" });
