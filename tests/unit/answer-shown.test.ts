@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, test } from "bun:test";
 import type { Event } from "@opencode-ai/sdk";
+import { rejectWhileRunning } from "../../src/operations/liveness/answer.ts";
 import { EventMonitor } from "../../src/operations/liveness/monitor.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
@@ -148,4 +149,16 @@ describe("an ended agent is never answered and waits on nothing", () => {
     expect((await answer(agent, "per_read")).error).toContain("has ended");
     expect(ctx.server.answers).toHaveLength(0);
   });
+});
+
+test("headlessPermissions reject: the monitor's reject reaches only an agent that still runs", async () => {
+  const agent = await askingWorker();
+  const request = { kind: "permission" as const, requestId: "per_read", title: "read" };
+  await call("kill-agent", { teamName: "alpha", agentId: agent.agentId, force: true }, LEADER);
+  expect(await rejectWhileRunning(ctx, agent, request)).toBe(false);
+  expect(ctx.server.answers).toHaveLength(0);
+  const session = ctx.server.addSession({ activity: "busy" });
+  const running = await addAgent(ctx, "alpha", { name: "running", sessionId: session.id });
+  expect(await rejectWhileRunning(ctx, running, { ...request, requestId: "per_2" })).toBe(true);
+  expect(ctx.server.answers.map((a) => [a.request.requestId, a.response])).toEqual([["per_2", "reject"]]);
 });

@@ -124,6 +124,23 @@ async function answerFor(
   };
 }
 
+/**
+ * headlessPermissions "reject": the monitor refuses a headless agent's request, under the agent's lock and only while
+ * the agent runs (it may have ended since the request was seen). Returns whether the reject was sent.
+ */
+export async function rejectWhileRunning(
+  ctx: TeamsContext,
+  agent: AgentState,
+  request: WaitingRequest,
+): Promise<boolean> {
+  return ctx.store.withAgentLock(agent.teamName, agent.agentId, async () => {
+    const read = await ctx.store.readAgent(agent.teamName, agent.agentId);
+    if (read.kind !== "ok" || !isRunning(read.value.status)) return false;
+    await sendAnswer(ctx, read.value, request, "reject");
+    return true;
+  });
+}
+
 /** answer-permission (leader only): see specs/answer-permission.md. */
 export async function answerPermission(
   ctx: TeamsContext,
