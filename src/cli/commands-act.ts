@@ -1,6 +1,7 @@
+import { createInterface } from "node:readline/promises";
 import { cliKill, cliMerge, cliResume } from "./act.ts";
 import { resolveAgent, shortId, teamOrFail } from "./agent-ref.ts";
-import { runAnswer } from "./answer.ts";
+import { type Confirm, runAnswer } from "./answer.ts";
 import { attachTarget, runAttach } from "./attach.ts";
 import { cliWords } from "./cli-words.ts";
 import { CliFailure, type CommandSpec, stringOption } from "./command.ts";
@@ -15,6 +16,19 @@ function warningLines(warnings: readonly string[] | undefined): string[] {
   return (warnings ?? []).map((warning) => `warning: ${cliWords(warning)}`);
 }
 
+/** A yes/no question on the terminal; none when stdin or stdout is not one (a script must name what it answers). */
+function terminalConfirm(): Confirm | undefined {
+  if (!process.stdin.isTTY || !process.stdout.isTTY) return undefined;
+  return async (question) => {
+    const prompt = createInterface({ input: process.stdin, output: process.stdout });
+    try {
+      return /^y(es)?$/i.test((await prompt.question(question)).trim());
+    } finally {
+      prompt.close();
+    }
+  };
+}
+
 function answerCommand(name: "approve" | "deny"): CommandSpec {
   const approve = name === "approve";
   return {
@@ -24,7 +38,9 @@ function answerCommand(name: "approve" | "deny"): CommandSpec {
       ? "Allow the permission request (or answer the question) an agent waits on."
       : "Refuse the permission request an agent waits on.",
     details: [
-      "The agent is named by name or id; the request it will answer is shown first, and only that request is answered.",
+      "The agent is named by name or id. The request it waits on is shown, then answered by its id only: on a terminal",
+      "after you confirm it, in a script only with --request <id> (ids: `status --json`, waiting.requestId). A",
+      "request that changed meanwhile (answered in the pane, replaced) is refused, never answered unseen.",
     ],
     options: {
       ...(approve
@@ -66,6 +82,7 @@ function answerCommand(name: "approve" | "deny"): CommandSpec {
           ...(request !== undefined ? { request } : {}),
         },
         print,
+        terminalConfirm(),
       );
     },
   };

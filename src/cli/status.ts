@@ -34,7 +34,8 @@ export interface StatusRow {
 function waitingText(state: Parameters<typeof waitingView>[0]): string | null {
   const waiting = waitingView(state);
   if (!waiting) return null;
-  return `${waiting.kind}: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}`;
+  // The id is what approve/deny --request names.
+  return `${waiting.kind} ${waiting.requestId}: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}`;
 }
 
 export interface StatusReport {
@@ -86,15 +87,17 @@ export async function collectStatus(
       });
     }
     // Agents whose state file is damaged: shown on every run, with what their traces tell.
-    for (const agent of await listUnknownAgents(ctx, team)) {
+    const traced = await listUnknownAgents(ctx, team);
+    warnings.push(...traced.skipped);
+    for (const agent of traced.agents) {
       warnings.push(agent.warning);
       agents.push({
         team,
         name: agent.name ?? "?",
         agentId: agent.agentId,
         role: agent.role ?? "?",
-        status: "unknown",
-        health: "unknown",
+        status: agent.status,
+        health: "error",
         heartbeatAgeS: agent.heartbeatTs
           ? Math.max(0, Math.round((now - Date.parse(agent.heartbeatTs)) / 1000))
           : null,

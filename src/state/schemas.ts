@@ -20,13 +20,6 @@ export const AgentStatusSchema = z.enum([
 ]);
 export type AgentStatus = z.infer<typeof AgentStatusSchema>;
 
-/**
- * The status listings show: the persisted ones, and `unknown` for an agent whose state file cannot be read (never
- * written to disk).
- */
-export const ListedStatusSchema = z.enum([...AgentStatusSchema.options, "unknown"]);
-export type ListedStatus = z.infer<typeof ListedStatusSchema>;
-
 /** Where the last sign of life came from; shown to humans and kept for debugging false verdicts. */
 export const HeartbeatSourceSchema = z.enum([
   "tool",

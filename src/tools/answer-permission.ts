@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { answerPermission } from "../operations/liveness/waiting.ts";
+import { answerPermission } from "../operations/liveness/answer.ts";
 import answerPermissionDescription from "./answer-permission.txt";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
@@ -13,6 +13,13 @@ export function answerPermissionTool(ctx: TeamsContext) {
     args: {
       teamName: z.string().min(1).describe("Team name"),
       agentId: z.string().min(1).describe("Id of the agent that waits"),
+      requestId: z
+        .string()
+        .min(1)
+        .max(200)
+        .describe(
+          "Id of the request you were shown: waitingFor.requestId from get-agent-status / list-agents, or the requestId in the notice",
+        ),
       response: z
         .enum(["once", "always", "reject"])
         .describe("once: allow this call; always: allow calls like it for this session; reject: refuse it"),

@@ -1,6 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { HEALTH_STATUSES, listAgents } from "../operations/views/list-agents.ts";
+import { HEALTH_STATUSES, LIFECYCLE_STATUSES, listAgents } from "../operations/views/list-agents.ts";
 import { toolDescription } from "./description.ts";
 import listAgentsDescription from "./list-agents.txt";
 import { runTool } from "./result.ts";
@@ -13,10 +13,7 @@ export function listAgentsTool(ctx: TeamsContext) {
     args: {
       teamName: z.string().min(1).optional().describe("Team to list; every team you belong to when omitted"),
       grouped: z.boolean().default(true).describe("Group agents by lifecycle status"),
-      statusFilter: z
-        .enum(["spawning", "active", "idle", "inactive", "shutting_down", "terminated", "unknown"])
-        .optional()
-        .describe("Only agents with this lifecycle status"),
+      statusFilter: z.enum(LIFECYCLE_STATUSES).optional().describe("Only agents with this lifecycle status"),
       healthFilter: z.enum(HEALTH_STATUSES).optional().describe("Only agents with this health status"),
       summaryOnly: z.boolean().default(false).describe("Return only the counts"),
     },

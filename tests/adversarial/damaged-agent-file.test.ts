@@ -1,6 +1,6 @@
 /**
- * A damaged agent file must not hide a running agent: listings show it as `unknown` with a warning on every call, and
- * kill-agent ends it (its marked pane closed, its session aborted, its tasks handed back, its color released, its end
+ * A damaged agent file must not hide a running agent: listings show it with a lifecycle status from the contract (its
+ * last known, else `inactive`), health `error` and a warning on every call, and kill-agent ends it (its marked pane closed, its session aborted, its tasks handed back, its color released, its end
  * in the history). Unit level with fakes, plus the tmux lookup by `@agent_id` against real tmux on a private socket.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
@@ -81,7 +81,7 @@ function keyPaths(value: unknown, prefix = ""): string[] {
 }
 
 describe("a damaged agent file", () => {
-  test("shows the agent as unknown in every listing, every time, and kill-agent ends it", async () => {
+  test("shows the agent as inactive with health error in every listing, every time, and kill-agent ends it", async () => {
     const agent = await runningAgentWithTask();
     await writeFile(agentPath(agent.agentId), '{"version": 1, "agentId": \u0000 garbage');
 
@@ -92,8 +92,10 @@ describe("a damaged agent file", () => {
         LEADER,
       );
       const shown = listed.agents.find((a) => a.agent_id === agent.agentId);
-      expect(shown?.lifecycle_status).toBe("unknown");
-      expect(shown?.health_status).toBe("unknown");
+      // Nothing of its status survived: the contract's status for an agent not known to run, never "unknown".
+      expect(shown?.lifecycle_status).toBe("inactive");
+      expect(shown?.health_status).toBe("error");
+      expect(String((shown?.state as { error?: string } | undefined)?.error)).toMatch(/damaged.*kill-agent/s);
       expect(listed.warnings?.some((w) => w.includes(agent.agentId) && w.includes("kill-agent"))).toBe(true);
       // The same keys as any other agent, null where unknown.
       const leader = listed.agents.find((a) => a.agent_id !== agent.agentId);
@@ -104,7 +106,7 @@ describe("a damaged agent file", () => {
         { teamName: "alpha" },
         LEADER,
       );
-      expect(all.agents.find((a) => a.agentId === agent.agentId)?.status).toBe("unknown");
+      expect(all.agents.find((a) => a.agentId === agent.agentId)?.status).toBe("inactive");
       expect(all.warnings?.some((w) => w.includes(agent.agentId))).toBe(true);
 
       const one = await call<{ success: boolean; agents: { status: string }[]; warnings?: string[] }>(
@@ -113,12 +115,17 @@ describe("a damaged agent file", () => {
         LEADER,
       );
       expect(one.success).toBe(true);
-      expect(one.agents.map((a) => a.status)).toEqual(["unknown"]);
+      expect(one.agents.map((a) => a.status)).toEqual(["inactive"]);
       expect(one.warnings?.some((w) => w.includes(agent.agentId))).toBe(true);
 
       const table = await collectStatus(ctx, "alpha", false);
       const row = table.agents.find((r) => r.agentId === agent.agentId);
-      expect(row).toMatchObject({ name: "builder", status: "unknown", tasks: [agent.taskId] });
+      expect(row).toMatchObject({
+        name: "builder",
+        status: "inactive",
+        health: "error",
+        tasks: [agent.taskId],
+      });
       expect(table.warnings.some((w) => w.includes(agent.agentId))).toBe(true);
     }
 
@@ -197,6 +204,74 @@ describe("a damaged agent file", () => {
       model: "mock/mock-model",
       pane_id: agent.paneId,
     });
+  });
+
+  test("a torn file keeps the status it still says, counted under it, with health error", async () => {
+    const agent = await runningAgentWithTask();
+    await tearAgentFile(agent.agentId);
+    type Listed = { agents: Listing[]; summary: { total: number; by_status: object; by_health: object } };
+    const listed = await call<Listed>("list-agents", { teamName: "alpha", grouped: false }, LEADER);
+    const shown = listed.agents.find((a) => a.agent_id === agent.agentId);
+    expect(shown).toMatchObject({ lifecycle_status: "active", health_status: "error" });
+    expect(String((shown?.state as { error?: string } | undefined)?.error)).toContain("last known status");
+    expect(listed.summary.by_status).toEqual({ active: 2 });
+    expect(listed.summary.by_health).toMatchObject({ error: 1 });
+    const filtered = await call<Listed>(
+      "list-agents",
+      { teamName: "alpha", grouped: false, statusFilter: "active", healthFilter: "error" },
+      LEADER,
+    );
+    expect(filtered.agents.map((a) => a.agent_id)).toEqual([agent.agentId]);
+    const grouped = await call<{ agents: Record<string, Listing[]> }>(
+      "list-agents",
+      { teamName: "alpha" },
+      LEADER,
+    );
+    expect(Object.keys(grouped.agents)).toEqual(["active"]);
+
+    const status = await call<{
+      agents: { agentId: string; status: string; lastError?: string }[];
+      summary: object;
+    }>("get-agent-status", { teamName: "alpha", agentId: agent.agentId }, LEADER);
+    expect(status.agents[0]).toMatchObject({ status: "active" });
+    expect(status.agents[0]?.lastError).toContain("kill-agent");
+    expect(status.summary).toMatchObject({ total: 1, active: 1 });
+  });
+
+  test("a stray <uuid>.json that was never a member and says nothing is skipped with a warning, never listed", async () => {
+    await runningAgentWithTask();
+    const stray = "7d5c1f0e-2b3a-4c8d-9e6f-1a2b3c4d5e6f";
+    await writeFile(agentPath(stray), "\u0000\u0000 not an agent");
+    for (let round = 1; round <= 2; round++) {
+      const listed = await call<{ agents: Listing[]; summary: { total: number }; warnings?: string[] }>(
+        "list-agents",
+        { teamName: "alpha", grouped: false },
+        LEADER,
+      );
+      expect(listed.agents.map((a) => a.agent_id)).not.toContain(stray);
+      expect(listed.summary.total).toBe(2);
+      expect(listed.warnings?.some((w) => w.includes(stray) && w.startsWith("Skipped"))).toBe(true);
+
+      const all = await call<{
+        agents: { agentId: string }[];
+        summary: { total: number };
+        warnings?: string[];
+      }>("get-agent-status", { teamName: "alpha" }, LEADER);
+      expect(all.agents.map((a) => a.agentId)).not.toContain(stray);
+      expect(all.summary.total).toBe(2);
+      expect(all.warnings?.some((w) => w.includes(stray) && w.startsWith("Skipped"))).toBe(true);
+      const one = await call<{ success: boolean; error?: string }>(
+        "get-agent-status",
+        { teamName: "alpha", agentId: stray },
+        LEADER,
+      );
+      expect(one.success).toBe(false);
+      expect(one.error).toContain("not found");
+
+      const table = await collectStatus(ctx, "alpha", false);
+      expect(table.agents.map((r) => r.agentId)).not.toContain(stray);
+      expect(table.warnings.some((w) => w.includes(stray))).toBe(true);
+    }
   });
 
   test("the sweep neither throws nor repeats itself over it", async () => {

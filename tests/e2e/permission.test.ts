@@ -129,12 +129,13 @@ test("real server: a bash call that asks shows waitingFor, tells the leader once
     expect(notices).toHaveLength(round);
     // The delivery puts a header line above the notice's text (who sent it, its id).
     expect(notices[round - 1]).toEndWith(
-      `Agent worker-1 (${worker.agentId}) is waiting for permission: bash (echo ${marker}). Answer with answer-permission.`,
+      `Agent worker-1 (${worker.agentId}) is waiting for permission: bash (echo ${marker}). Answer with answer-permission (requestId "${waiting.requestId}").`,
     );
 
     const answered = (await callTool(server, leaderSession, "answer-permission", {
       teamName: "ask",
       agentId: worker.agentId,
+      requestId: waiting.requestId,
       response,
     })) as { success: boolean; requestId: string };
     expect(answered).toMatchObject({ success: true, requestId: waiting.requestId });
@@ -199,6 +200,7 @@ test("real server: a question the agent asks is a waitingFor of kind question, a
   const answered = (await callTool(server, leaderSession, "answer-permission", {
     teamName: "ask",
     agentId: worker.agentId,
+    requestId: waiting.requestId,
     response: "once",
     message: "dev",
   })) as { success: boolean; kind: string };

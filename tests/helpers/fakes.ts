@@ -150,11 +150,18 @@ export class FakeOpencode implements OpencodeApi {
     this.check(`answerPermission ${request.requestId}`);
     this.session(request.sessionId);
     this.answers.push({ request, response });
+    this.settle(request.requestId);
   }
 
   async answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void> {
     this.check(`answerQuestion ${request.requestId}`);
     this.answers.push({ request, response: answer ?? "reject" });
+    this.settle(request.requestId);
+  }
+
+  /** An answered request leaves the server's pending list, as it does on a real server. */
+  private settle(requestId: string): void {
+    this.pending = this.pending.filter((item) => item.properties.id !== requestId);
   }
 
   async userMessageTexts(sessionId: string): Promise<string[]> {

@@ -163,24 +163,28 @@ describe("get-agent-status", () => {
     });
   });
 
-  test("a damaged agent file: shown as unknown with a warning; the call succeeds", async () => {
+  test("a damaged agent file: shown as inactive with its error and a warning; the call succeeds", async () => {
     const good = await addAgent(ctx, "alpha", { name: "good" });
     const bad = await addAgent(ctx, "alpha", { name: "bad" });
     await writeFile(ctx.store.paths.agentState("alpha", bad.agentId), '{"version":1,"agentId":');
     const result = await status({});
     expect(result.success).toBe(true);
     expect(result.agents.map((a) => a.agentId)).toContain(good.agentId);
-    expect(result.agents.find((a) => a.agentId === bad.agentId)?.status as string).toBe("unknown");
+    expect(result.agents.find((a) => a.agentId === bad.agentId)).toMatchObject({
+      status: "inactive",
+      lastError: expect.stringContaining("kill-agent"),
+    });
+    expect(result.summary).toMatchObject({ total: 3, inactive: 1 });
     expect(result.warnings).toHaveLength(1);
     expect(result.warnings?.[0]).toContain(bad.agentId);
   });
 
-  test("a damaged file asked for by id: success, the agent as unknown, a warning", async () => {
+  test("a damaged file asked for by id: success, the agent as inactive, a warning", async () => {
     const bad = await addAgent(ctx, "alpha", { name: "bad" });
     await writeFile(ctx.store.paths.agentState("alpha", bad.agentId), "not json");
     const result = await status({ agentId: bad.agentId });
     expect(result.success).toBe(true);
-    expect(result.agents.map((a) => [a.agentId, a.status])).toEqual([[bad.agentId, "unknown"]]);
+    expect(result.agents.map((a) => [a.agentId, a.status])).toEqual([[bad.agentId, "inactive"]]);
     expect(result.warnings?.[0]).toContain(bad.agentId);
   });
 

@@ -176,13 +176,17 @@ describe("list-agents", () => {
     });
   });
 
-  test("a damaged agent file: its agent is listed as unknown with a warning", async () => {
+  test("a damaged agent file: its agent is listed as inactive, health error, with a warning", async () => {
     const agent = await addAgent(ctx, "alpha", { name: "broken" });
     await writeFile(ctx.store.paths.agentState("alpha", agent.agentId), "{");
     const result = await call<Listed>("list-agents", { teamName: "alpha", grouped: false }, "ses_lead");
     expect(result.success).toBe(true);
-    const listed = (result.agents as AgentListing[]).map((a) => [a.agent_id, a.lifecycle_status]);
-    expect(listed).toContainEqual([agent.agentId, "unknown"]);
+    const listed = (result.agents as AgentListing[]).map((a) => [
+      a.agent_id,
+      a.lifecycle_status,
+      a.health_status,
+    ]);
+    expect(listed).toContainEqual([agent.agentId, "inactive", "error"]);
     expect(result.warnings?.[0]).toContain(agent.agentId);
   });
 });

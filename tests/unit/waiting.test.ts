@@ -114,7 +114,7 @@ describe("permission events", () => {
     });
     const sent = await notices();
     expect(sent.map((message) => message.text)).toEqual([
-      `Agent worker-1 (${agent.agentId}) is waiting for permission: bash (git push). Answer with answer-permission.`,
+      `Agent worker-1 (${agent.agentId}) is waiting for permission: bash (git push). Answer with answer-permission (requestId "per_1").`,
     ]);
     expect(sent[0]?.deliveredAt).toBeDefined();
 
@@ -184,7 +184,7 @@ describe("permission events", () => {
     });
     expect((await agentOnDisk(ctx, answered)).waitingFor).toBeNull();
     expect((await leaderInbox(ctx)).map((message) => message.text)).toEqual([
-      `Agent worker-1 (${asking.agentId}) is waiting for an answer to its question: Which branch? Answer with answer-permission (message is the answer).`,
+      `Agent worker-1 (${asking.agentId}) is waiting for an answer to its question: Which branch? Answer with answer-permission (requestId "que_9", message: <the answer>).`,
     ]);
   });
 
@@ -193,9 +193,11 @@ describe("permission events", () => {
     const request = { kind: "permission" as const, requestId: "per_1", title: "bash", pattern: "ls" };
     const inPane = waitingNotice(await worker({ headless: false, paneId: "%3" }), request);
     expect(inPane).toEndWith(
-      "is waiting for permission: bash (ls). Answer with answer-permission, or in its pane.",
+      'is waiting for permission: bash (ls). Answer with answer-permission (requestId "per_1"), or in its pane.',
     );
-    expect(waitingNotice(await worker(), request)).toEndWith("Answer with answer-permission.");
+    expect(waitingNotice(await worker(), request)).toEndWith(
+      'Answer with answer-permission (requestId "per_1").',
+    );
   });
 
   test("an idle session waits on nothing, whatever reply the stream lost", async () => {
@@ -264,22 +266,23 @@ describe("the sweep and a waiting agent", () => {
 });
 
 describe("answer-permission", () => {
-  test("the leader's answer goes to the server for the pending request; no request is a clear error", async () => {
+  test("the leader's answer goes to the server for the pending request it names; none pending is a clear error", async () => {
     await setUp();
     const agent = await worker();
     const refused = await call<{ success: boolean; error: string }>(
       "answer-permission",
-      { teamName: "alpha", agentId: agent.agentId, response: "once" },
+      { teamName: "alpha", agentId: agent.agentId, requestId: "per_1", response: "once" },
       "ses_lead",
     );
     expect(refused.success).toBe(false);
-    expect(refused.error).toContain("no pending permission request");
+    expect(refused.error).toContain("Nothing is pending for it now.");
     expect(ctx.server.answers).toHaveLength(0);
 
     await feed(new EventMonitor(ctx), asked(agent.sessionId));
+    ctx.server.pending = [{ kind: "permission", properties: asked(agent.sessionId).properties }];
     const answered = await call<{ success: boolean; requestId: string }>(
       "answer-permission",
-      { teamName: "alpha", agentId: agent.agentId, response: "always" },
+      { teamName: "alpha", agentId: agent.agentId, requestId: "per_1", response: "always" },
       "ses_lead",
     );
     expect(answered).toMatchObject({ success: true, requestId: "per_1" });
@@ -295,9 +298,10 @@ describe("answer-permission", () => {
     await setUp();
     const agent = await worker();
     await feed(new EventMonitor(ctx), asked(agent.sessionId));
+    ctx.server.pending = [{ kind: "permission", properties: asked(agent.sessionId).properties }];
     const result = await call<{ success: boolean; error: string }>(
       "answer-permission",
-      { teamName: "alpha", agentId: agent.agentId, response: "once" },
+      { teamName: "alpha", agentId: agent.agentId, requestId: "per_1", response: "once" },
       agent.sessionId,
     );
     expect(result.success).toBe(false);
@@ -313,17 +317,11 @@ describe("answer-permission", () => {
       properties: { id: "que_1", sessionID: agent.sessionId, questions: [{ question: "Which branch?" }] },
     } as unknown as Event;
     await feed(new EventMonitor(ctx), question);
-    const missing = await call<{ success: boolean; error: string }>(
-      "answer-permission",
-      { teamName: "alpha", agentId: agent.agentId, response: "once" },
-      "ses_lead",
-    );
+    ctx.server.pending = [{ kind: "question", properties: question.properties }];
+    const answer = { teamName: "alpha", agentId: agent.agentId, requestId: "que_1", response: "once" };
+    const missing = await call<{ success: boolean; error: string }>("answer-permission", answer, "ses_lead");
     expect(missing.error).toContain("pass the answer as message");
-    await call(
-      "answer-permission",
-      { teamName: "alpha", agentId: agent.agentId, response: "once", message: "main" },
-      "ses_lead",
-    );
+    await call("answer-permission", { ...answer, message: "main" }, "ses_lead");
     expect(ctx.server.answers.map((a) => a.response)).toEqual(["main"]);
   });
 });

@@ -135,6 +135,8 @@ async function terminate(
       updatedAt: now,
       statusReason: how.reason,
       outcome: wasRunning ? how.outcome : (state.outcome ?? how.outcome),
+      // Its requests ended with its turn: nothing is left to answer.
+      waitingFor: null,
     };
     return result.endedBy;
   });

@@ -29,7 +29,8 @@ export interface InactiveAgent {
 
 /** The state an agent is left in once declared inactive. */
 export function markedInactive(agent: AgentState, reason: string, nowIso: string): AgentState {
-  return { ...agent, status: "inactive", statusReason: reason, updatedAt: nowIso };
+  // A dead agent's requests died with its turn: nothing is left to answer.
+  return { ...agent, status: "inactive", statusReason: reason, waitingFor: null, updatedAt: nowIso };
 }
 
 export function inactiveNotice(agents: readonly InactiveAgent[]): string {

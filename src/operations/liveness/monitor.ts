@@ -3,6 +3,7 @@ import type { AgentState, AgentStatus, HeartbeatRecord, HeartbeatSource } from "
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import { SessionIndex, type SessionOwner } from "../team/identity.ts";
+import { rejectWhileRunning } from "./answer.ts";
 import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
 import {
@@ -13,13 +14,7 @@ import {
   questionAsked,
   type Signal,
 } from "./signals.ts";
-import {
-  rejectedNotice,
-  sendAnswer,
-  tellLeaderWaiting,
-  type WaitingRequest,
-  waitingNotice,
-} from "./waiting.ts";
+import { rejectedNotice, tellLeaderWaiting, type WaitingRequest, waitingNotice } from "./waiting.ts";
 
 export interface MonitorStats {
   /** Events received (hook and stream). */
@@ -287,7 +282,7 @@ export class EventMonitor {
   private async announce(teamName: string, agent: AgentState, request: WaitingRequest): Promise<void> {
     if (agent.headless && this.ctx.options.headlessPermissions === "reject") {
       try {
-        await sendAnswer(this.ctx, agent, request, "reject");
+        if (!(await rejectWhileRunning(this.ctx, agent, request))) return;
         await tellLeaderWaiting(this.ctx, teamName, agent, rejectedNotice(agent, request));
         return;
       } catch (error) {

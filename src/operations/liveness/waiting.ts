@@ -1,10 +1,7 @@
-import { isoNow } from "../../clock.ts";
-import type { AgentState, TeamConfig, WaitingFor } from "../../state/schemas.ts";
-import { readAgentOrFail } from "../agents/finish.ts";
+import type { AgentState, WaitingFor } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { notifyLeader } from "../messages/notify.ts";
-import { CallerError, failureFromError, type OpResult } from "../result.ts";
-import { loadTeam, requireLeader } from "../team/identity.ts";
+import { CallerError } from "../result.ts";
 import { isRunning } from "./heartbeat.ts";
 
 /** A request as an event announces it; `since` and `remindedAt` are the monitor's and the sweep's. */
@@ -34,6 +31,20 @@ export function waitingView(state: AgentState): WaitingView | null {
 
 export type PermissionResponse = "once" | "always" | "reject";
 
+/** A pattern or a question as long as a reader takes in at a glance; the rest is counted, not shown. */
+const READABLE_CHARS = 160;
+
+/** `text` cut to a readable length, saying how much was left out. */
+export function readable(text: string, max = READABLE_CHARS): string {
+  return text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text;
+}
+
+/** One request on one line, as refusals and the CLI show it: `permission per_1: bash (git push)`. */
+export function requestLine(request: WaitingRequest): string {
+  const pattern = request.pattern ? ` (${readable(request.pattern)})` : "";
+  return `${request.kind} ${request.requestId}: ${readable(request.title)}${pattern}`;
+}
+
 /** What the agent waits for, as the end of a sentence (a question keeps its own question mark). */
 function described(waiting: WaitingRequest): string {
   if (waiting.kind === "question") {
@@ -43,18 +54,22 @@ function described(waiting: WaitingRequest): string {
   return `permission: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}.`;
 }
 
+/** How to answer: the tool, naming the request by id (an answer goes only to the request named), or the pane. */
+function howToAnswer(agent: AgentState, waiting: WaitingRequest): string {
+  const message = waiting.kind === "question" ? ", message: <the answer>" : "";
+  const tool = `answer-permission (requestId "${waiting.requestId}"${message})`;
+  // A headless agent has no pane to answer in.
+  return agent.headless ? `Answer with ${tool}.` : `Answer with ${tool}, or in its pane.`;
+}
+
 /** Every notice about a waiting agent is worded here, so the leader reads one form. */
 export function waitingNotice(agent: AgentState, waiting: WaitingRequest): string {
-  const tool =
-    waiting.kind === "question" ? "answer-permission (message is the answer)" : "answer-permission";
-  // A headless agent has no pane to answer in.
-  const how = agent.headless ? `Answer with ${tool}.` : `Answer with ${tool}, or in its pane.`;
-  return `Agent ${agent.name} (${agent.agentId}) is waiting for ${described(waiting)} ${how}`;
+  return `Agent ${agent.name} (${agent.agentId}) is waiting for ${described(waiting)} ${howToAnswer(agent, waiting)}`;
 }
 
 export function reminderNotice(agent: AgentState, waiting: WaitingFor, now: number): string {
   const minutes = Math.max(1, Math.round((now - Date.parse(waiting.since)) / 60_000));
-  return `Reminder: agent ${agent.name} (${agent.agentId}) has been waiting ${minutes} min for ${described(waiting)} Answer with answer-permission, or in its pane.`;
+  return `Reminder: agent ${agent.name} (${agent.agentId}) has been waiting ${minutes} min for ${described(waiting)} ${howToAnswer(agent, waiting)}`;
 }
 
 export function rejectedNotice(agent: AgentState, waiting: WaitingRequest): string {
@@ -83,6 +98,9 @@ export async function tellLeaderWaiting(
   });
 }
 
+export const NO_SERVER =
+  "The project's OpenCode server is not running: answer in the agent's pane, or start the server and try again.";
+
 /** Send `response` to the server for the agent's pending request. */
 export async function sendAnswer(
   ctx: TeamsContext,
@@ -92,10 +110,7 @@ export async function sendAnswer(
   message?: string,
 ): Promise<void> {
   const server = await ctx.edges.projectServer();
-  if (!server)
-    throw new CallerError(
-      "The project's OpenCode server is not running: answer in the agent's pane, or start the server and try again.",
-    );
+  if (!server) throw new CallerError(NO_SERVER);
   if (waiting.kind === "permission") {
     await server.answerPermission(
       { sessionId: agent.sessionId, requestId: waiting.requestId, directory: agent.cwd },
@@ -105,89 +120,11 @@ export async function sendAnswer(
   }
   if (response !== "reject" && !message) {
     throw new CallerError(
-      `Agent '${agent.agentId}' asked a question (${waiting.title}): pass the answer as message, or response "reject".`,
+      `Agent '${agent.agentId}' asked a question (${readable(waiting.title)}): pass the answer as message, or response "reject".`,
     );
   }
   await server.answerQuestion(
     { sessionId: agent.sessionId, requestId: waiting.requestId, directory: agent.cwd },
     response === "reject" ? undefined : message,
   );
-}
-
-export interface AnswerPermissionInput {
-  teamName: string;
-  agentId: string;
-  response: PermissionResponse;
-  message?: string;
-}
-
-export type AnswerPermissionResult = OpResult<{
-  agentId: string;
-  requestId: string;
-  kind: WaitingFor["kind"];
-  response: PermissionResponse;
-}>;
-
-async function answerFor(
-  ctx: TeamsContext,
-  team: TeamConfig,
-  input: AnswerPermissionInput,
-): Promise<AnswerPermissionResult> {
-  const agent = await readAgentOrFail(ctx, team, input.agentId);
-  const waiting = agent.waitingFor;
-  if (!waiting) {
-    throw new CallerError(
-      `Agent '${agent.agentId}' has no pending permission request or question (get-agent-status shows waitingFor). Nothing was answered.`,
-    );
-  }
-  await sendAnswer(ctx, agent, waiting, input.response, input.message);
-  ctx.log("info", "answered an agent's pending request", {
-    team: team.name,
-    agent: agent.agentId,
-    request: waiting.requestId,
-    response: input.response,
-    at: isoNow(ctx.clock),
-  });
-  // waitingFor clears when the server's reply event arrives, as it does when the human answers in the pane.
-  return {
-    success: true,
-    agentId: agent.agentId,
-    requestId: waiting.requestId,
-    kind: waiting.kind,
-    response: input.response,
-  };
-}
-
-/** answer-permission (leader only): see specs/answer-permission.md. */
-export async function answerPermission(
-  ctx: TeamsContext,
-  input: AnswerPermissionInput,
-  callerSessionId: string,
-): Promise<AnswerPermissionResult> {
-  const team = await loadTeam(ctx, input.teamName);
-  await requireLeader(
-    ctx,
-    team,
-    callerSessionId,
-    `Only the leader of team '${team.name}' can answer its agents' requests; ask the leader.`,
-  );
-  return answerFor(ctx, team, input);
-}
-
-/**
- * The CLI's approve/deny: the human at the terminal needs no leader session, and may name the agent as the status
- * table shows it (the name of a running agent) instead of its id.
- */
-export async function answerPermissionAsHuman(
-  ctx: TeamsContext,
-  input: AnswerPermissionInput,
-): Promise<AnswerPermissionResult> {
-  try {
-    const team = await loadTeam(ctx, input.teamName);
-    const { items } = await ctx.store.listAgentViews(team.name);
-    const named = items.find(({ state }) => state.name === input.agentId && isRunning(state.status));
-    return await answerFor(ctx, team, { ...input, agentId: named?.state.agentId ?? input.agentId });
-  } catch (error) {
-    return failureFromError(error, "answering the agent's request");
-  }
 }

@@ -1,12 +1,19 @@
+import { listUnknownAgents } from "../agents/unknown-agents.ts";
 import type { TeamsContext } from "../context.ts";
 import { isRunning } from "../liveness/heartbeat.ts";
 
-/** A running agent of the project (any team), or undefined when none runs. */
+/**
+ * A running agent of the project (any team), or undefined when none runs. An agent whose state file is damaged may
+ * run whatever its last known status says, unless that is terminated: stopping the server under it would end its work.
+ */
 async function runningAgent(ctx: TeamsContext): Promise<{ agent: string; teamName: string } | undefined> {
   for (const teamName of await ctx.store.listTeamNames()) {
     const { items } = await ctx.store.listAgentViews(teamName);
     const live = items.find((view) => view.state.role !== "leader" && isRunning(view.state.status));
     if (live) return { agent: live.state.name, teamName };
+    const { agents } = await listUnknownAgents(ctx, teamName);
+    const damaged = agents.find((agent) => agent.role !== "leader" && agent.status !== "terminated");
+    if (damaged) return { agent: damaged.name ?? damaged.agentId, teamName };
   }
   return undefined;
 }

@@ -1,9 +1,10 @@
+import { listUnknownAgents } from "../agents/unknown-agents.ts";
 import { warnCaller } from "../call-warnings.ts";
 import type { TeamsContext } from "../context.ts";
 import { isRunning } from "../liveness/heartbeat.ts";
 
 /**
- * Set ServerInfo.activeSessions to the number of running agents. Counted from the agent files rather than adjusted by
+ * Set ServerInfo.activeSessions to the number of running agents (a damaged agent file: by its last known status). Counted from the agent files rather than adjusted by
  * +1/-1, so a crash between a spawn and its bookkeeping cannot leave the count wrong for good. No-op without ServerInfo.
  */
 export async function recountActiveSessions(ctx: TeamsContext): Promise<number | undefined> {
@@ -15,6 +16,9 @@ export async function recountActiveSessions(ctx: TeamsContext): Promise<number |
       for (const teamName of await ctx.store.listTeamNames()) {
         const { items } = await ctx.store.listAgentViews(teamName);
         count += items.filter((view) => view.state.role !== "leader" && isRunning(view.state.status)).length;
+        // An agent whose file is damaged counts as listings show it: under its last known status.
+        const { agents } = await listUnknownAgents(ctx, teamName);
+        count += agents.filter((agent) => agent.role !== "leader" && isRunning(agent.status)).length;
       }
       return count === info.activeSessions ? undefined : { ...info, activeSessions: count };
     },

@@ -1,11 +1,14 @@
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
-import type { AgentWorktree, ListedStatus } from "../../state/schemas.ts";
+import { type AgentStatus, AgentStatusSchema, type AgentWorktree } from "../../state/schemas.ts";
 import type { AgentView } from "../../state/team-store.ts";
 import { listUnknownAgents, type UnknownAgent } from "../agents/unknown-agents.ts";
 import type { TeamsContext } from "../context.ts";
 import { type WaitingView, waitingView } from "../liveness/waiting.ts";
 import { CallerError, type OpResult } from "../result.ts";
 import { loadTeam, resolveCaller } from "../team/identity.ts";
+
+/** The contract's lifecycle statuses: an agent whose file is damaged keeps one of them too (its last known). */
+export const LIFECYCLE_STATUSES = AgentStatusSchema.options;
 
 export const HEALTH_STATUSES = ["healthy", "degraded", "critical", "unknown", "error"] as const;
 export type HealthStatus = (typeof HEALTH_STATUSES)[number];
@@ -16,7 +19,7 @@ export interface AgentListing {
   name: string | null;
   team: string;
   role: string | null;
-  lifecycle_status: ListedStatus;
+  lifecycle_status: AgentStatus;
   health_status: HealthStatus;
   /** The permission request or question the agent waits on, null otherwise (specs/list-agents.md). */
   waitingFor: WaitingView | null;
@@ -53,14 +56,14 @@ export interface AgentListing {
 export interface ListAgentsInput {
   teamName?: string;
   grouped: boolean;
-  statusFilter?: ListedStatus;
+  statusFilter?: AgentStatus;
   healthFilter?: HealthStatus;
   summaryOnly: boolean;
 }
 
 export interface ListAgentsSummary {
   total: number;
-  by_status: Partial<Record<ListedStatus, number>>;
+  by_status: Partial<Record<AgentStatus, number>>;
   by_health: Partial<Record<HealthStatus, number>>;
   /** Agents blocked on a permission request or a question. */
   waiting: number;
@@ -69,7 +72,7 @@ export interface ListAgentsSummary {
 
 export type ListAgentsOutput = {
   summary: ListAgentsSummary;
-  agents?: AgentListing[] | Partial<Record<ListedStatus, AgentListing[]>>;
+  agents?: AgentListing[] | Partial<Record<AgentStatus, AgentListing[]>>;
   warnings?: string[];
 };
 
@@ -177,15 +180,18 @@ async function toListing(ctx: TeamsContext, view: AgentView, lookup: UsageLookup
   };
 }
 
-/** An agent whose state file cannot be read: what its traces tell, null for the rest, the warning as its error. */
+/**
+ * An agent whose state file cannot be read: its last known status (else inactive), health error, what its traces
+ * tell, null for the rest, the warning (what happened, and that kill-agent ends it) as its error.
+ */
 function unknownListing(agent: UnknownAgent, now: number): AgentListing {
   return {
     agent_id: agent.agentId,
     name: agent.name,
     team: agent.teamName,
     role: agent.role,
-    lifecycle_status: "unknown",
-    health_status: "unknown",
+    lifecycle_status: agent.status,
+    health_status: "error",
     waitingFor: null,
     summary: {
       updates: agent.updates,
@@ -263,10 +269,12 @@ export async function listAgents(
     const listed = await ctx.store.listAgentViews(teamName);
     views.push(...listed.items);
     const own = [...listed.warnings];
-    for (const agent of await listUnknownAgents(ctx, teamName)) {
+    const traced = await listUnknownAgents(ctx, teamName);
+    for (const agent of traced.agents) {
       unknown.push(unknownListing(agent, ctx.clock.now()));
       own.push(agent.warning);
     }
+    own.push(...traced.skipped);
     warnings.push(...ctx.store.withDamageNotes(teamName, own));
   }
   const server = await ctx.edges.projectServer().catch(() => undefined);
@@ -280,7 +288,7 @@ export async function listAgents(
   const output: ListAgentsOutput = { summary: summarize(listings) };
   if (!input.summaryOnly) {
     if (input.grouped) {
-      const groups: Partial<Record<ListedStatus, AgentListing[]>> = {};
+      const groups: Partial<Record<AgentStatus, AgentListing[]>> = {};
       for (const listing of listings) {
         const group = groups[listing.lifecycle_status] ?? [];
         group.push(listing);

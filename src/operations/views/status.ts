@@ -1,9 +1,9 @@
 import type { ServerState } from "../../edges/server-manager.ts";
 import { assertAgentId } from "../../state/paths.ts";
-import type { AgentRole, AgentStatus, AgentWorktree, ListedStatus } from "../../state/schemas.ts";
+import type { AgentRole, AgentStatus, AgentWorktree } from "../../state/schemas.ts";
 import type { AgentView } from "../../state/team-store.ts";
 import { agentNotFound } from "../agents/agent-words.ts";
-import { findUnknownAgent, listUnknownAgents, type UnknownAgent } from "../agents/unknown-agents.ts";
+import { listUnknownAgents, type UnknownAgent } from "../agents/unknown-agents.ts";
 import type { TeamsContext } from "../context.ts";
 import { type WaitingView, waitingView } from "../liveness/waiting.ts";
 import { fail, type OpResult } from "../result.ts";
@@ -43,15 +43,16 @@ export interface AgentStatusResponse {
 }
 
 /**
- * An agent whose state file cannot be read: the same keys, `status: "unknown"`, null where its traces do not tell.
+ * An agent whose state file cannot be read: the same keys, its last known status (else `inactive`), `lastError` saying
+ * what happened and that kill-agent ends it, null where its traces do not tell.
  */
 export interface UnknownStatusResponse {
   agentId: string;
   name: string | null;
   role: AgentRole | null;
   model: string | null;
-  status: "unknown";
-  isActive: null;
+  status: AgentStatus;
+  isActive: boolean;
   color: string | null;
   heartbeatTs: string | null;
   heartbeatAge: number | null;
@@ -60,6 +61,7 @@ export interface UnknownStatusResponse {
   paneId?: string;
   cwd: string | null;
   consecutiveMisses: null;
+  lastError: string;
   waitingFor: null;
   sessionRotationCount: null;
   createdAt: string | null;
@@ -91,7 +93,7 @@ export interface GetAgentStatusOutput {
   agents: (AgentStatusResponse | UnknownStatusResponse)[];
   server?: ServerStatus;
   summary: StatusSummary;
-  /** Agents shown as unknown (their state file is damaged) and damaged heartbeat slots. */
+  /** Agents whose state file is damaged (shown or skipped) and damaged heartbeat slots. */
   warnings?: string[];
 }
 
@@ -130,7 +132,7 @@ export function toStatusResponse(
 }
 
 export function summarize(agents: readonly (AgentStatusResponse | UnknownStatusResponse)[]): StatusSummary {
-  const count = (status: ListedStatus) => agents.filter((agent) => agent.status === status).length;
+  const count = (status: AgentStatus) => agents.filter((agent) => agent.status === status).length;
   return {
     total: agents.length,
     active: count("active"),
@@ -148,8 +150,8 @@ export function unknownStatusResponse(agent: UnknownAgent, now: number): Unknown
     name: agent.name,
     role: agent.role,
     model: agent.model,
-    status: "unknown",
-    isActive: null,
+    status: agent.status,
+    isActive: ACTIVE_STATUSES.has(agent.status),
     color: agent.color,
     heartbeatTs: agent.heartbeatTs,
     heartbeatAge: agent.heartbeatTs ? Math.max(0, now - Date.parse(agent.heartbeatTs)) / 1000 : null,
@@ -158,6 +160,7 @@ export function unknownStatusResponse(agent: UnknownAgent, now: number): Unknown
     ...(agent.paneId ? { paneId: agent.paneId } : {}),
     cwd: agent.cwd,
     consecutiveMisses: null,
+    lastError: agent.warning,
     waitingFor: null,
     sessionRotationCount: null,
     createdAt: agent.createdAt,
@@ -210,8 +213,9 @@ export async function getAgentStatus(
       shown = [read.value];
       agents = [toStatusResponse(read.value, now, threshold)];
     } else {
-      const unknown = await findUnknownAgent(ctx, team.name, input.agentId);
-      if (!unknown) return fail(agentNotFound(input.agentId, team.name));
+      const traced = await listUnknownAgents(ctx, team.name);
+      const unknown = traced.agents.find((agent) => agent.agentId === input.agentId);
+      if (!unknown) return fail(agentNotFound(input.agentId, team.name), traced.skipped);
       warnings.push(unknown.warning);
       agents = [unknownStatusResponse(unknown, now)];
     }
@@ -220,10 +224,12 @@ export async function getAgentStatus(
     warnings.push(...listed.warnings);
     shown = listed.items.filter((view) => input.includeTerminated || view.state.status !== "terminated");
     agents = shown.map((view) => toStatusResponse(view, now, threshold));
-    for (const unknown of await listUnknownAgents(ctx, team.name)) {
+    const traced = await listUnknownAgents(ctx, team.name);
+    for (const unknown of traced.agents) {
       warnings.push(unknown.warning);
       agents.push(unknownStatusResponse(unknown, now));
     }
+    warnings.push(...traced.skipped);
   }
   warnings.push(...(await liveWorktreeWarnings(ctx, shown)));
   const server = input.includeServer ? await serverStatus(ctx, warnings) : undefined;

@@ -1,0 +1,170 @@
+import { isoNow } from "../../clock.ts";
+import type { AgentState, TeamConfig, WaitingFor } from "../../state/schemas.ts";
+import { agentLabel } from "../agents/agent-words.ts";
+import { readAgentOrFail } from "../agents/finish.ts";
+import type { TeamsContext } from "../context.ts";
+import { CallerError, errorText, failureFromError, type OpResult } from "../result.ts";
+import { loadTeam, requireLeader } from "../team/identity.ts";
+import { isRunning } from "./heartbeat.ts";
+import { permissionAsked, questionAsked } from "./signals.ts";
+import {
+  NO_SERVER,
+  type PermissionResponse,
+  requestLine,
+  sendAnswer,
+  type WaitingRequest,
+} from "./waiting.ts";
+
+// An answer goes only to the request its caller was shown: named by id, checked against the server's own pending list
+// at answer time (a request answered in the pane and followed by another must never receive an answer meant for the
+// first), and never sent for an agent that has ended.
+
+export interface AnswerPermissionInput {
+  teamName: string;
+  agentId: string;
+  /** The request the caller was shown (waitingFor.requestId, the leader's notice). */
+  requestId: string;
+  response: PermissionResponse;
+  message?: string;
+}
+
+export type AnswerPermissionResult = OpResult<{
+  agentId: string;
+  requestId: string;
+  kind: WaitingFor["kind"];
+  response: PermissionResponse;
+}>;
+
+/** How many pending requests a refusal names; a session rarely has more than one. */
+const LISTED_PENDING = 3;
+
+function endedError(agent: AgentState): CallerError {
+  return new CallerError(
+    `${agentLabel(agent)} has ended (${agent.status}): its requests ended with its turn. Nothing was answered.`,
+  );
+}
+
+/** The requests the server holds open for the agent's session now, oldest first, as the server describes them. */
+async function serverPending(ctx: TeamsContext, agent: AgentState): Promise<WaitingRequest[]> {
+  const server = await ctx.edges.projectServer();
+  if (!server) throw new CallerError(NO_SERVER);
+  const listed = await server.pendingRequests([agent.cwd]).catch((error: unknown) => {
+    throw new CallerError(
+      `Could not ask the project's OpenCode server which requests are pending (${errorText(error)}). Nothing was answered: try again, or answer in the agent's pane.`,
+    );
+  });
+  const requests: WaitingRequest[] = [];
+  for (const item of listed) {
+    const signal =
+      item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
+    if (signal?.kind === "waiting" && signal.sessionId === agent.sessionId) requests.push(signal.request);
+  }
+  return requests;
+}
+
+/** What is pending now, for a refusal: each request by id, kind, title and pattern (cut), and how to answer it. */
+export function pendingNowText(pending: readonly WaitingRequest[]): string {
+  if (pending.length === 0) return "Nothing is pending for it now.";
+  const shown = pending.slice(0, LISTED_PENDING).map(requestLine);
+  const more = pending.length > LISTED_PENDING ? ` (and ${pending.length - LISTED_PENDING} more)` : "";
+  return `Pending now: ${shown.join("; ")}${more}. To answer one, look at it and pass its requestId.`;
+}
+
+function notPendingError(
+  agent: AgentState,
+  requestId: string,
+  pending: readonly WaitingRequest[],
+): CallerError {
+  return new CallerError(
+    `Request '${requestId.slice(0, 100)}' of ${agentLabel(agent)} is no longer pending (answered, perhaps in its pane, or replaced by another). Nothing was answered. ${pendingNowText(pending)}`,
+  );
+}
+
+/** The agent's pending requests as the server lists them now: what the CLI shows before it answers. */
+export async function pendingRequestsOf(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+): Promise<{ agent: AgentState; pending: WaitingRequest[] }> {
+  const agent = await readAgentOrFail(ctx, team, agentId);
+  if (!isRunning(agent.status)) throw endedError(agent);
+  return { agent, pending: await serverPending(ctx, agent) };
+}
+
+/**
+ * Check and answer under the agent's lock: an agent is ended under that lock (finish, inactive), so none ends between
+ * the check and the answer, and no answer reaches a session whose agent has ended.
+ */
+async function answerFor(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  input: AnswerPermissionInput,
+): Promise<AnswerPermissionResult> {
+  const { agent, request } = await ctx.store.withAgentLock(team.name, input.agentId, async () => {
+    const { agent, pending } = await pendingRequestsOf(ctx, team, input.agentId);
+    const request = pending.find((item) => item.requestId === input.requestId);
+    if (!request) throw notPendingError(agent, input.requestId, pending);
+    await sendAnswer(ctx, agent, request, input.response, input.message);
+    return { agent, request };
+  });
+  ctx.log("info", "answered an agent's pending request", {
+    team: team.name,
+    agent: agent.agentId,
+    request: request.requestId,
+    response: input.response,
+    at: isoNow(ctx.clock),
+  });
+  // waitingFor clears when the server's reply event arrives, as it does when the human answers in the pane.
+  return {
+    success: true,
+    agentId: agent.agentId,
+    requestId: request.requestId,
+    kind: request.kind,
+    response: input.response,
+  };
+}
+
+/**
+ * headlessPermissions "reject": the monitor refuses a headless agent's request, under the agent's lock and only while
+ * the agent runs (it may have ended since the request was seen). Returns whether the reject was sent.
+ */
+export async function rejectWhileRunning(
+  ctx: TeamsContext,
+  agent: AgentState,
+  request: WaitingRequest,
+): Promise<boolean> {
+  return ctx.store.withAgentLock(agent.teamName, agent.agentId, async () => {
+    const read = await ctx.store.readAgent(agent.teamName, agent.agentId);
+    if (read.kind !== "ok" || !isRunning(read.value.status)) return false;
+    await sendAnswer(ctx, read.value, request, "reject");
+    return true;
+  });
+}
+
+/** answer-permission (leader only): see specs/answer-permission.md. */
+export async function answerPermission(
+  ctx: TeamsContext,
+  input: AnswerPermissionInput,
+  callerSessionId: string,
+): Promise<AnswerPermissionResult> {
+  const team = await loadTeam(ctx, input.teamName);
+  await requireLeader(
+    ctx,
+    team,
+    callerSessionId,
+    `Only the leader of team '${team.name}' can answer its agents' requests; ask the leader.`,
+  );
+  return answerFor(ctx, team, input);
+}
+
+/** The CLI's approve/deny, for the human at the terminal (no leader session): the request it showed, by id. */
+export async function answerPermissionAsHuman(
+  ctx: TeamsContext,
+  input: AnswerPermissionInput,
+): Promise<AnswerPermissionResult> {
+  try {
+    return await answerFor(ctx, await loadTeam(ctx, input.teamName), input);
+  } catch (error) {
+    return failureFromError(error, "answering the agent's request");
+  }
+}
