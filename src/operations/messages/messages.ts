@@ -52,8 +52,10 @@ async function recipientsOf(
   ctx: TeamsContext,
   team: TeamConfig,
   sender: Sender,
-  to: string,
+  wanted: string,
 ): Promise<Recipient[]> {
+  // Ids are stored in lower case; one quoted in upper case names the same agent (and so is refused to itself).
+  const to = isAgentId(wanted) ? wanted.toLowerCase() : wanted;
   const agents = (await ctx.store.listAgentViews(team.name)).items.map((view) => view.state);
   const workers = agents.filter((agent) => agent.role !== "leader");
   if (to === "all") {
