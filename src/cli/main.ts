@@ -14,6 +14,7 @@ import { cliSend, collectInbox, renderInbox } from "./messages.ts";
 import { findProjectRoot } from "./project.ts";
 import { runServerCommand } from "./server.ts";
 import { collectStatus, renderStatus } from "./status.ts";
+import { terminalBlock, terminalJson, terminalLine } from "./terminal-text.ts";
 import { collectDiff, collectWorktrees, renderDiff, renderWorktrees } from "./worktrees.ts";
 
 const USAGE = `opencode-teams: see and check your agent teams
@@ -126,19 +127,21 @@ const COMMANDS: Record<string, (run: Invocation) => Promise<number>> = {
     show(view, () => renderDiff(view, paint));
     return 0;
   },
+  // What they print quotes the agent's request and the server's errors: escaped, line breaks kept for the usage.
   approve: ({ ctx, positionals, values, print }) =>
-    runAnswer(ctx, "approve", positionals.slice(1), values, print),
-  deny: ({ ctx, positionals, values, print }) => runAnswer(ctx, "deny", positionals.slice(1), values, print),
+    runAnswer(ctx, "approve", positionals.slice(1), values, (text) => print(terminalBlock(text))),
+  deny: ({ ctx, positionals, values, print }) =>
+    runAnswer(ctx, "deny", positionals.slice(1), values, (text) => print(terminalBlock(text))),
   async server({ ctx, team, show }) {
     const result = await runServerCommand(ctx, team);
-    show(result.output, () => result.text);
+    show(result.output, () => terminalBlock(result.text));
     return result.code;
   },
   async send({ ctx, team, positionals, values, print }) {
     const [, , to, ...words] = positionals;
     if (!team || !to || words.length === 0) return usage("send <team> <to> <message...>");
     const sent = await cliSend(ctx, team, to, words);
-    print(JSON.stringify(sent, null, values.json ? 2 : undefined));
+    print(terminalJson(sent, values.json ? 2 : undefined));
     return sent.success ? 0 : 1;
   },
   async inbox({ ctx, team, positionals, paint, show }) {
@@ -171,18 +174,20 @@ async function main(argv: string[]): Promise<number> {
   const print = (text: string) => process.stdout.write(`${text}\n`);
   const run = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
   if (!run) {
-    process.stderr.write(`unknown command '${command}'\n\n${USAGE}\n`);
+    process.stderr.write(`unknown command '${terminalLine(command, 80)}'\n\n${USAGE}\n`);
     return 2;
   }
-  const show = (data: unknown, text: () => string) =>
-    print(values.json ? JSON.stringify(data, null, 2) : text());
+  const show = (data: unknown, text: () => string) => print(values.json ? terminalJson(data, 2) : text());
   return run({ values, positionals, team, projectRoot, ctx, paint, print, show });
 }
 
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    process.stderr.write(`opencode-teams: ${error instanceof Error ? error.message : String(error)}\n`);
+    // An error may quote state (an agent's name, git's stderr about its branch): escaped like any output.
+    process.stderr.write(
+      `opencode-teams: ${terminalBlock(error instanceof Error ? error.message : String(error))}\n`,
+    );
     process.exit(1);
   },
 );

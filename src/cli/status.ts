@@ -2,7 +2,15 @@ import { listUnknownAgents } from "../operations/agents/unknown-agents.ts";
 import type { TeamsContext } from "../operations/context.ts";
 import { waitingView } from "../operations/liveness/waiting.ts";
 import { healthOf } from "../operations/views/list-agents.ts";
-import { type Cell, formatAge, HEALTH_STYLE, type Painter, renderTable, STATUS_STYLE } from "./format.ts";
+import {
+  type Cell,
+  formatAge,
+  HEALTH_STYLE,
+  type Painter,
+  renderTable,
+  renderWarnings,
+  STATUS_STYLE,
+} from "./format.ts";
 
 export interface StatusRow {
   team: string;
@@ -109,14 +117,14 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     { text: row.model },
     { text: row.paneId ?? "-" },
     { text: row.tasks.join(",") || "-" },
-    { text: row.waiting ?? "-", ...(row.waiting ? { style: "yellow" as const } : {}) },
+    { text: row.waiting ?? "-", max: 60, ...(row.waiting ? { style: "yellow" as const } : {}) },
     { text: row.unread > 0 ? String(row.unread) : "-", style: row.unread > 0 ? "yellow" : undefined },
   ]);
   const table = renderTable(
     ["TEAM", "NAME", "ROLE", "STATUS", "HEALTH", "HEARTBEAT", "MODEL", "PANE", "TASK", "WAITING", "UNREAD"],
     rows,
     paint,
+    `opencode-teams status ${report.teams.length === 1 ? `${report.teams[0]} ` : ""}--json`,
   );
-  const warnings = report.warnings.map((w) => paint(`warning: ${w}`, "yellow"));
-  return [table, ...warnings].join("\n");
+  return [table, ...renderWarnings(report.warnings, paint)].join("\n");
 }
