@@ -1,3 +1,4 @@
+import { boundText, ECHO_MAX } from "../../bounded-text.ts";
 import { isoNow } from "../../clock.ts";
 import { mapLimit } from "../../map-limit.ts";
 import { assertTeamName, HUMAN_SENDER, isAgentId } from "../../state/paths.ts";
@@ -72,7 +73,7 @@ async function recipientsOf(
   if (!agent) {
     const names = [...new Set(workers.filter((a) => a.status !== "terminated").map((a) => a.name))];
     throw new CallerError(
-      `No agent '${to}' in team '${team.name}'. Send to "leader", "all" or one of: ${names.join(", ") || "(no running agents)"}.`,
+      `No agent '${boundText(to, ECHO_MAX)}' in team '${team.name}'. Send to "leader", "all" or one of: ${names.join(", ") || "(no running agents)"}.`,
     );
   }
   if (agent.status === "terminated") {
