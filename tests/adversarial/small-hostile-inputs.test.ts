@@ -33,6 +33,13 @@ test("branch names '@', 'HEAD'-like and 'refs/heads/…' are refused; no branch,
   const { items } = await ctx.store.listAgentViews("alpha");
   expect(items.map((view) => view.state.role)).toEqual(["leader"]);
   expect(ctx.server.sessions.size).toBe(0);
+  // Names that only look alike are branch names like any other.
+  const ahead = await call<Spawned>(
+    "spawn-agent",
+    { teamName: "alpha", prompt: "p", worktree: "AHEAD" },
+    LEADER,
+  );
+  expect(ahead.worktree?.branch).toBe("AHEAD");
 });
 
 test("sending to one's own id in upper case is the self-send error, for a worker and for the leader", async () => {

@@ -51,7 +51,7 @@ export async function planWorktree(
  * `refs/heads/x` would become `refs/heads/refs/heads/x`, `heads/x` or `tags/x` shadow other refs, `FETCH_HEAD` and
  * the like are git's own pseudo-refs.
  */
-const MISLEADING_BRANCH = /^(?:@|[A-Z_]*HEAD|(?:refs|heads|tags|remotes)\/.*)$/;
+const MISLEADING_BRANCH = /^(?:@|(?:[A-Z]+_)*HEAD|(?:refs|heads|tags|remotes)\/.*)$/;
 
 async function checkedBranch(git: GitApi, branch: string): Promise<string> {
   if (MISLEADING_BRANCH.test(branch) || !(await git.validBranchName(branch))) {
