@@ -6,8 +6,11 @@
 
 /** A value of the caller's quoted back in an error: a recipient, a task id. */
 export const ECHO_MAX = 100;
-/** What an agent's request carries (a permission's title and pattern, a question), as state, listings and notices keep it. */
-export const REQUEST_TEXT_MAX = 1_000;
+/**
+ * A text an OpenCode event carries (a permission's title and pattern, a question, a session's error), as state,
+ * listings and notices keep it.
+ */
+export const EVENT_TEXT_MAX = 1_000;
 /** A whole error or warning. */
 export const MESSAGE_TEXT_MAX = 4_000;
 /** A whole notice to the leader: room for an agent's completion report (16 kB) and its summary (4,000 characters). */

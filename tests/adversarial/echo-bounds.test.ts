@@ -93,6 +93,22 @@ test("a 500 kB permission pattern: state, listings, the notice and its reminder 
   expect(listed.length).toBeLessThan(3 * BOUND);
 });
 
+test("a session error of 1 MB is kept and shown bounded", async () => {
+  ({ ctx, call } = await ledTeamContext());
+  const session = ctx.server.addSession({ activity: "busy" });
+  const agent = await addAgent(ctx, "alpha", { sessionId: session.id });
+  const monitor = new EventMonitor(ctx);
+  monitor.handleEvent({
+    type: "session.error",
+    properties: { sessionID: session.id, error: { name: "APIError", data: { message: HUGE } } },
+  } as unknown as Event);
+  await monitor.settled();
+  const lastError = (await agentOnDisk(ctx, agent)).lastError ?? "";
+  expect(lastError).toStartWith("APIError: xxx");
+  expect(lastError.length).toBeLessThan(BOUND);
+  expect(lastError).toMatch(CUT);
+});
+
 test("a notice of 1 MB (a summary, a task title list) reaches the leader's inbox bounded", async () => {
   ({ ctx, call } = await ledTeamContext());
   const { notifyLeader } = await import("../../src/operations/messages/notify.ts");

@@ -1,4 +1,4 @@
-import { boundText, REQUEST_TEXT_MAX } from "../../bounded-text.ts";
+import { boundText, EVENT_TEXT_MAX } from "../../bounded-text.ts";
 import type { HeartbeatSource } from "../../state/schemas.ts";
 import type { WaitingRequest } from "./waiting.ts";
 
@@ -33,7 +33,7 @@ function text(value: unknown): string | undefined {
  * reminder, status and listing repeats it; the whole request stays in the agent's session (its pane shows it).
  */
 function requestText(value: string): string {
-  return boundText(value, REQUEST_TEXT_MAX, "the agent's pane or session shows the whole request");
+  return boundText(value, EVENT_TEXT_MAX, "the agent's pane or session shows the whole request");
 }
 
 function patternOf(value: unknown): string | undefined {
@@ -181,6 +181,7 @@ export function isContextOverflow(name: string, message: string | undefined): bo
   );
 }
 
+/** A session's error as `lastError` keeps it (bounded: a provider's error can carry a whole response body). */
 export function describeError(name: string, message: string | undefined): string {
-  return message ? `${name}: ${message}` : name;
+  return boundText(message ? `${name}: ${message}` : name, EVENT_TEXT_MAX);
 }

@@ -25,7 +25,7 @@ export async function notifyLeader(
     from: SYSTEM_SENDER,
     type: notice.type,
     // It may quote agents' words (summaries, task titles, requests): one notice never floods the leader's context.
-    text: boundText(notice.text, NOTICE_TEXT_MAX),
+    text: boundText(notice.text, NOTICE_TEXT_MAX, "get-agent-status and list-tasks show the current state"),
     createdAt: isoNow(ctx.clock),
     ...(notice.data ? { data: notice.data } : {}),
   });
