@@ -120,3 +120,9 @@ test("a notice of 1 MB (a summary, a task title list) reaches the leader's inbox
   expect(notice?.text.length).toBeLessThan(33_000);
   expect(notice?.text).toMatch(CUT);
 });
+
+test("an invalid team name of 1 MB is quoted cut, saying how much", async () => {
+  ({ ctx, call } = await ledTeamContext());
+  const listed = await call<Failed>("list-agents", { teamName: HUGE }, "ses_lead");
+  expect(listed.error).toStartWith(`Invalid team name "${"x".repeat(40)}… [999960 more characters cut]"`);
+});
