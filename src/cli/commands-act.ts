@@ -4,8 +4,9 @@ import { resolveAgent, shortId, teamOrFail } from "./agent-ref.ts";
 import { type Confirm, runAnswer } from "./answer.ts";
 import { attachTarget, runAttach } from "./attach.ts";
 import { cliWords } from "./cli-words.ts";
-import { CliFailure, type CommandSpec, stringOption } from "./command.ts";
+import { CliFailure, type CommandSpec, stringOption, UsageError } from "./command.ts";
 import { cliSend, sentSentence } from "./messages.ts";
+import { terminalLine } from "./terminal-text.ts";
 
 /** Progress of a long step (a graceful kill waits for the agent), on stderr so --json output stays one document. */
 function progressLine(step: string): void {
@@ -13,7 +14,7 @@ function progressLine(step: string): void {
 }
 
 function warningLines(warnings: readonly string[] | undefined): string[] {
-  return (warnings ?? []).map((warning) => `warning: ${cliWords(warning)}`);
+  return (warnings ?? []).map((warning) => `warning: ${terminalLine(cliWords(warning), 2_000)}`);
 }
 
 /** A yes/no question on the terminal; none when stdin or stdout is not one (a script must name what it answers). */
@@ -72,6 +73,7 @@ function answerCommand(name: "approve" | "deny"): CommandSpec {
       const agent = await resolveAgent(ctx, team, args[1] ?? "");
       const message = stringOption(values, "message");
       const request = stringOption(values, "request");
+      if (request === "") throw new UsageError("--request needs a request id");
       return runAnswer(
         ctx,
         name,
@@ -81,7 +83,8 @@ function answerCommand(name: "approve" | "deny"): CommandSpec {
           ...(message !== undefined ? { message } : {}),
           ...(request !== undefined ? { request } : {}),
         },
-        print,
+        // It quotes the agent's request, written by its model: one escaped line per line it prints.
+        (text) => print(terminalLine(text)),
         terminalConfirm(),
       );
     },

@@ -2,6 +2,7 @@ import { type CommandSpec, UsageError } from "./command.ts";
 import { renderDoctor, runDoctor } from "./doctor.ts";
 import { nextSteps, renderInit, runInit } from "./init.ts";
 import { runServerCommand } from "./server.ts";
+import { terminalBlock } from "./terminal-text.ts";
 
 export const SETUP_COMMANDS: CommandSpec[] = [
   {
@@ -61,7 +62,7 @@ export const SETUP_COMMANDS: CommandSpec[] = [
       const [action] = args;
       if (action !== "status" && action !== "stop") throw new UsageError(`'${action}' is not status or stop`);
       const result = await runServerCommand(ctx, action);
-      show(result.output, () => result.text);
+      show(result.output, () => terminalBlock(result.text));
       return result.code;
     },
   },

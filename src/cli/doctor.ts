@@ -5,6 +5,7 @@ import type { TeamsContext } from "../operations/context.ts";
 import { walkStorage } from "../state/storage-walk.ts";
 import { checkPluginConfigured, checkPluginLoads } from "./doctor-plugin.ts";
 import type { Painter } from "./format.ts";
+import { terminalLine } from "./terminal-text.ts";
 
 export type CheckLevel = "ok" | "warn" | "fail";
 
@@ -151,12 +152,13 @@ export async function runDoctor(ctx: TeamsContext): Promise<DoctorReport> {
 const MARK = { ok: "✓", warn: "!", fail: "✗" } as const;
 const STYLE = { ok: "green", warn: "yellow", fail: "red" } as const;
 
+/** Details name files in the storage dir and the server's state, which agents can write: shown escaped. */
 export function renderDoctor(report: DoctorReport, paint: Painter): string {
   return [
-    `project: ${report.projectRoot}`,
+    `project: ${terminalLine(report.projectRoot)}`,
     ...report.checks.flatMap((check) => [
-      `${paint(MARK[check.level], STYLE[check.level])} ${check.name}: ${check.detail}`,
-      ...(check.fix ? [`    fix: ${check.fix}`] : []),
+      `${paint(MARK[check.level], STYLE[check.level])} ${check.name}: ${terminalLine(check.detail)}`,
+      ...(check.fix ? [`    fix: ${terminalLine(check.fix)}`] : []),
     ]),
   ].join("\n");
 }

@@ -1,4 +1,5 @@
 /** Plain-text tables with optional ANSI colors: colors only when a human is looking (stdout is a TTY). */
+import { terminalLine } from "./terminal-text.ts";
 
 const CODES = { red: 31, green: 32, yellow: 33, blue: 34, magenta: 35, cyan: 36, gray: 90, bold: 1 } as const;
 export type Style = keyof typeof CODES;
@@ -12,11 +13,33 @@ export function painter(enabled: boolean): Painter {
 export interface Cell {
   text: string;
   style?: Style;
+  /** Longest text shown in this cell (default CELL_MAX): a longer one is cut with `…`. */
+  max?: number;
 }
 
-export function renderTable(headers: string[], rows: Cell[][], paint: Painter): string {
+const CELL_MAX = 80;
+
+/**
+ * A table of cells: every text is shown escaped and cut (terminal-text.ts), so an agent's text cannot draw on the
+ * terminal nor push the columns away. `wholeTextsBy` names the command that shows the cut texts whole; a line saying
+ * so follows the table when something was cut.
+ */
+export function renderTable(
+  headers: string[],
+  rows: Cell[][],
+  paint: Painter,
+  wholeTextsBy?: string,
+): string {
+  let cut = false;
+  const shown = rows.map((row) =>
+    row.map((cell) => {
+      const max = cell.max ?? CELL_MAX;
+      cut ||= cell.text.length > max || terminalLine(cell.text).length > max;
+      return { ...cell, text: terminalLine(cell.text, max) };
+    }),
+  );
   const widths = headers.map((header, column) =>
-    Math.max(header.length, ...rows.map((row) => row[column]?.text.length ?? 0)),
+    Math.max(header.length, ...shown.map((row) => row[column]?.text.length ?? 0)),
   );
   const line = (cells: Cell[]) =>
     cells
@@ -24,7 +47,16 @@ export function renderTable(headers: string[], rows: Cell[][], paint: Painter): 
       .join("  ")
       .trimEnd();
   const head = line(headers.map((text) => ({ text, style: "bold" as const })));
-  return [head, ...rows.map(line)].join("\n");
+  const note =
+    cut && wholeTextsBy
+      ? [paint(`(texts ending in … are cut: ${wholeTextsBy} shows them whole)`, "gray")]
+      : [];
+  return [head, ...shown.map(line), ...note].join("\n");
+}
+
+/** The warnings under a table, one line each, escaped like its cells. */
+export function renderWarnings(warnings: readonly string[], paint: Painter): string[] {
+  return warnings.map((warning) => paint(`warning: ${terminalLine(warning)}`, "yellow"));
 }
 
 export function formatAge(seconds: number | null): string {

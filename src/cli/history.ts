@@ -2,7 +2,7 @@ import type { TeamsContext } from "../operations/context.ts";
 import { readHistory } from "../operations/history/history.ts";
 import { summarizeHistory } from "../operations/history/history-query.ts";
 import type { HistoryEntry } from "../state/schemas.ts";
-import { type Cell, localTime, type Painter, renderTable, type Style } from "./format.ts";
+import { type Cell, localTime, type Painter, renderTable, renderWarnings, type Style } from "./format.ts";
 
 const HISTORY_STYLE: Record<HistoryEntry["status"], Style> = {
   spawned: "green",
@@ -40,8 +40,13 @@ export function renderHistory(view: Awaited<ReturnType<typeof collectHistory>>, 
           ? `resumed by ${e.resumed_by.slice(0, 8)}`
           : "-",
     },
-    { text: e.task_description.length > 50 ? `${e.task_description.slice(0, 49)}…` : e.task_description },
+    { text: e.task_description, max: 50 },
   ]);
-  const table = renderTable(["STARTED", "AGENT", "TYPE", "STATUS", "ENDED", "LINK", "TASK"], rows, paint);
-  return [table, ...view.warnings.map((w) => paint(`warning: ${w}`, "yellow"))].join("\n");
+  const table = renderTable(
+    ["STARTED", "AGENT", "TYPE", "STATUS", "ENDED", "LINK", "TASK"],
+    rows,
+    paint,
+    `opencode-teams history ${view.team} --json`,
+  );
+  return [table, ...renderWarnings(view.warnings, paint)].join("\n");
 }

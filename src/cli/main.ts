@@ -13,6 +13,7 @@ import { painter } from "./format.ts";
 import { camelKeys } from "./json-keys.ts";
 import { projectPluginOptions } from "./plugin-options.ts";
 import { findProjectRoot } from "./project.ts";
+import { terminalBlock, terminalJson, terminalLine } from "./terminal-text.ts";
 
 export const COMMANDS: readonly CommandSpec[] = [...LOOK_COMMANDS, ...ACT_COMMANDS, ...SETUP_COMMANDS];
 
@@ -47,12 +48,10 @@ function report(
 ): number {
   if (json) {
     const { message, ...rest } = error;
-    write(
-      process.stdout,
-      JSON.stringify({ success: false, exitCode: code, error: message, ...rest }, null, 2),
-    );
+    write(process.stdout, terminalJson({ success: false, exitCode: code, error: message, ...rest }, 2));
   } else {
-    const lines = [`opencode-teams: ${error.message}`];
+    // An error may quote state (an agent's name, git's stderr about its branch): escaped like any output.
+    const lines = [`opencode-teams: ${terminalBlock(error.message)}`];
     if (error.next) lines.push(`next: ${error.next}`);
     if (error.usage) lines.push(`usage: ${error.usage}`, "(opencode-teams help for every command)");
     write(process.stderr, lines.join("\n"));
@@ -73,13 +72,21 @@ async function main(argv: string[]): Promise<number> {
     const topic = first === "help" ? rest.find((word) => !word.startsWith("-")) : undefined;
     const spec = specOf(topic);
     if (topic && !spec)
-      return report(json, { message: `unknown command '${topic}'`, usage: "opencode-teams help" }, 2);
+      return report(
+        json,
+        { message: `unknown command '${terminalLine(topic, 80)}'`, usage: "opencode-teams help" },
+        2,
+      );
     write(first === undefined ? process.stderr : process.stdout, spec ? commandHelp(spec) : overview());
     return first === undefined ? 2 : 0;
   }
   const spec = specOf(first);
   if (!spec) {
-    return report(json, { message: `unknown command '${first}'`, usage: "opencode-teams help" }, 2);
+    return report(
+      json,
+      { message: `unknown command '${terminalLine(first, 80)}'`, usage: "opencode-teams help" },
+      2,
+    );
   }
   try {
     return await runCommand(spec, rest, json);
@@ -110,8 +117,7 @@ async function runCommand(spec: CommandSpec, argv: string[], json: boolean): Pro
     Boolean(process.stdout.isTTY) && values["no-color"] !== true && !json && !process.env.NO_COLOR,
   );
   const print = (text: string) => write(process.stdout, text);
-  const show = (data: unknown, text: () => string) =>
-    print(json ? JSON.stringify(camelKeys(data), null, 2) : text());
+  const show = (data: unknown, text: () => string) => print(json ? terminalJson(camelKeys(data), 2) : text());
   return spec.run({ args, values, projectRoot, ctx, paint, json, print, show });
 }
 

@@ -3,7 +3,7 @@ import { listInbox, viewOf } from "../operations/messages/inbox.ts";
 import { HUMAN, sendAs } from "../operations/messages/messages.ts";
 import { loadTeam } from "../operations/team/identity.ts";
 import { isAgentId } from "../state/paths.ts";
-import { type Cell, localTime, type Painter, renderTable } from "./format.ts";
+import { type Cell, localTime, type Painter, renderTable, renderWarnings } from "./format.ts";
 
 /** `opencode-teams send <team> <to> <message...>`: a message from `human`, delivered like send-message's. */
 export async function cliSend(ctx: TeamsContext, teamName: string, to: string, words: string[]) {
@@ -46,17 +46,20 @@ export async function collectInbox(ctx: TeamsContext, teamName: string, who = "l
 
 export function renderInbox(view: Awaited<ReturnType<typeof collectInbox>>, paint: Painter): string {
   if (view.messages.length === 0) return `The inbox of ${view.agentId} in team '${view.team}' is empty.`;
-  const rows: Cell[][] = view.messages.map((m) => {
-    const text = m.text.replace(/\s+/g, " ");
-    return [
-      { text: localTime(m.time) },
-      { text: m.fromName ?? m.from },
-      { text: m.type },
-      { text: m.delivered ? "yes" : "no", style: m.delivered ? undefined : "yellow" },
-      { text: m.read ? "yes" : "no" },
-      { text: text.length > 70 ? `${text.slice(0, 69)}…` : text },
-    ];
-  });
-  const table = renderTable(["TIME", "FROM", "TYPE", "DELIVERED", "READ", "TEXT"], rows, paint);
-  return [table, ...view.warnings.map((w) => paint(`warning: ${w}`, "yellow"))].join("\n");
+  const rows: Cell[][] = view.messages.map((m) => [
+    { text: localTime(m.time) },
+    { text: m.fromName ?? m.from },
+    { text: m.type },
+    { text: m.delivered ? "yes" : "no", style: m.delivered ? undefined : "yellow" },
+    { text: m.read ? "yes" : "no" },
+    // Line breaks read as spaces here; the cell escapes whatever else could draw on the terminal.
+    { text: m.text.replace(/[ \t\n]+/g, " "), max: 70 },
+  ]);
+  const table = renderTable(
+    ["TIME", "FROM", "TYPE", "DELIVERED", "READ", "TEXT"],
+    rows,
+    paint,
+    `opencode-teams inbox ${view.team} ${view.agentId} --json`,
+  );
+  return [table, ...renderWarnings(view.warnings, paint)].join("\n");
 }

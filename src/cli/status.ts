@@ -10,6 +10,7 @@ import {
   localTime,
   type Painter,
   renderTable,
+  renderWarnings,
   STATUS_STYLE,
 } from "./format.ts";
 
@@ -125,7 +126,7 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     { text: row.model },
     { text: row.paneId ?? "-" },
     { text: row.tasks.join(",") || "-" },
-    { text: row.waiting ?? "-", ...(row.waiting ? { style: "yellow" as const } : {}) },
+    { text: row.waiting ?? "-", max: 60, ...(row.waiting ? { style: "yellow" as const } : {}) },
     { text: row.unread > 0 ? String(row.unread) : "-", style: row.unread > 0 ? "yellow" : undefined },
   ]);
   const table = renderTable(
@@ -145,9 +146,9 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     ],
     rows,
     paint,
+    `opencode-teams status ${report.teams.length === 1 ? `${report.teams[0]} ` : ""}--json`,
   );
-  const warnings = report.warnings.map((w) => paint(`warning: ${w}`, "yellow"));
-  return [table, ...warnings].join("\n");
+  return [table, ...renderWarnings(report.warnings, paint)].join("\n");
 }
 
 /** The header line of one `watch` frame. */

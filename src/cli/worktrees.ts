@@ -4,6 +4,7 @@ import { exists, gitOf, leaderRepo } from "../operations/worktrees/repo.ts";
 import { isAgentId } from "../state/paths.ts";
 import type { AgentState } from "../state/schemas.ts";
 import { type Cell, type Painter, renderTable, STATUS_STYLE } from "./format.ts";
+import { terminalBlock, terminalLine } from "./terminal-text.ts";
 
 export interface WorktreeRow {
   team: string;
@@ -63,7 +64,12 @@ export function renderWorktrees(rows: readonly WorktreeRow[], paint: Painter): s
     },
     { text: row.path },
   ]);
-  return renderTable(["AGENT", "STATUS", "BRANCH", "AHEAD", "DIRTY", "PATH"], table, paint);
+  return renderTable(
+    ["AGENT", "STATUS", "BRANCH", "AHEAD", "DIRTY", "PATH"],
+    table,
+    paint,
+    "opencode-teams worktrees --json",
+  );
 }
 
 /** The agent `who` (its name or id) of `teamName`. */
@@ -80,6 +86,7 @@ export async function collectDiff(ctx: TeamsContext, teamName: string, who: stri
   const agent = await findAgent(ctx, teamName, who);
   const { agent: withWorktree, repo, tip } = await agentBranch(ctx, { teamName, agentId: agent.agentId });
   return {
+    team: teamName,
     agent: agent.name,
     agentId: agent.agentId,
     status: agent.status,
@@ -88,18 +95,35 @@ export async function collectDiff(ctx: TeamsContext, teamName: string, who: stri
   };
 }
 
+/** Longest commit subject shown; `diff --json` has them whole. */
+const SUBJECT_MAX = 100;
+
+/** Names, subjects and file names come from the agent's branch: each is shown escaped (terminal-text.ts). */
 export function renderDiff(view: Awaited<ReturnType<typeof collectDiff>>, paint: Painter): string {
   const { branch, base, path } = view.worktree;
+  const subjects = view.commits.map((c) => terminalLine(c.subject, SUBJECT_MAX));
+  const cut = view.commits.some((c, i) => subjects[i] !== terminalLine(c.subject));
   return [
-    `${paint(view.agent, "bold")} (${view.status})  ${branch}  base ${base.slice(0, 12)}`,
-    `worktree: ${path}${view.worktreeExists ? "" : " (gone)"}`,
+    `${paint(terminalLine(view.agent), "bold")} (${view.status})  ${terminalLine(branch)}  base ${base.slice(0, 12)}`,
+    `worktree: ${terminalLine(path)}${view.worktreeExists ? "" : " (gone)"}`,
     "",
     `${view.ahead} commit(s) ahead of base:`,
-    ...view.commits.map((c) => `  ${paint(c.commit.slice(0, 12), "yellow")} ${c.subject}`),
-    ...(view.diffStat ? ["", view.diffStat] : []),
+    ...view.commits.map((c, i) => `  ${paint(c.commit.slice(0, 12), "yellow")} ${subjects[i]}`),
+    ...(cut
+      ? [
+          paint(
+            `(subjects ending in … are cut: opencode-teams diff ${view.team} ${view.agentId} --json shows them whole)`,
+            "gray",
+          ),
+        ]
+      : []),
+    ...(view.diffStat ? ["", terminalBlock(view.diffStat)] : []),
     "",
     view.uncommitted.length > 0
-      ? paint(`uncommitted (not merged by merge-agent): ${view.uncommitted.join(", ")}`, "yellow")
+      ? paint(
+          `uncommitted (not merged by merge-agent): ${view.uncommitted.map((file) => terminalLine(file)).join(", ")}`,
+          "yellow",
+        )
       : "nothing uncommitted",
   ].join("\n");
 }

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
+import { boundText } from "../bounded-text.ts";
 import { TEAM_NAME_PATTERN } from "./schemas.ts";
 
 /** A caller-supplied value that cannot become part of a path. Turned into `{ success: false, error }` at the tool boundary. */
@@ -7,10 +8,9 @@ export class InvalidNameError extends Error {
   override name = "InvalidNameError";
 }
 
-/** Echo a hostile value back without control characters or unbounded length. */
+/** Echo a hostile value back without control characters or unbounded length (saying how much was cut). */
 export function describeValue(value: string): string {
-  const shown = value.length > 40 ? `${value.slice(0, 40)}…` : value;
-  return JSON.stringify(shown);
+  return JSON.stringify(boundText(value, 40));
 }
 
 export function assertTeamName(teamName: string): void {

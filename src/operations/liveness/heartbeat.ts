@@ -29,6 +29,22 @@ export interface HeartbeatOutput {
   agentStatus: AgentStatus;
 }
 
+/**
+ * Keys that are JavaScript object internals: as a key of the merged metadata they would change its prototype or be
+ * refused by the record's schema with an unreadable error, so they are refused up front.
+ */
+const RESERVED_METADATA_KEYS = ["__proto__", "constructor", "prototype"];
+
+function metadataRefusal(metadata: HeartbeatMetadata): string | undefined {
+  const bytes = jsonBytes(metadata);
+  if (bytes > HEARTBEAT_METADATA_LIMIT) {
+    return `Heartbeat metadata is too large: ${bytes} bytes (limit ${HEARTBEAT_METADATA_LIMIT}). Send a short summary instead.`;
+  }
+  const reserved = RESERVED_METADATA_KEYS.find((key) => Object.hasOwn(metadata, key));
+  if (reserved === undefined) return undefined;
+  return `Heartbeat metadata key "${reserved}" is not allowed (it names a JavaScript object internal): use another key, e.g. "${reserved.replace(/_/g, "")}Info".`;
+}
+
 function jsonBytes(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value));
 }
@@ -105,14 +121,8 @@ export async function heartbeat(
 ): Promise<OpResult<HeartbeatOutput>> {
   assertTeamName(input.teamName);
   assertAgentId(input.agentId);
-  if (input.metadata !== undefined) {
-    const bytes = jsonBytes(input.metadata);
-    if (bytes > HEARTBEAT_METADATA_LIMIT) {
-      return fail(
-        `Heartbeat metadata is too large: ${bytes} bytes (limit ${HEARTBEAT_METADATA_LIMIT}). Send a short summary instead.`,
-      );
-    }
-  }
+  const refused = input.metadata === undefined ? undefined : metadataRefusal(input.metadata);
+  if (refused) return fail(refused);
   let outcome: OpResult<HeartbeatOutput> | undefined;
   try {
     // The lock must not create the agents directory: a heartbeat naming a team that does not exist leaves nothing.

@@ -1,3 +1,4 @@
+import { boundText, EVENT_TEXT_MAX } from "../../bounded-text.ts";
 import type { HeartbeatSource } from "../../state/schemas.ts";
 import type { WaitingRequest } from "./waiting.ts";
 
@@ -27,6 +28,14 @@ function text(value: unknown): string | undefined {
   return typeof value === "string" && value !== "" ? value : undefined;
 }
 
+/**
+ * A request's title or pattern as it is kept and shown: bounded, since the agent's model wrote it and every notice,
+ * reminder, status and listing repeats it; the whole request stays in the agent's session (its pane shows it).
+ */
+function requestText(value: string): string {
+  return boundText(value, EVENT_TEXT_MAX, "the agent's pane or session shows the whole request");
+}
+
 function patternOf(value: unknown): string | undefined {
   if (Array.isArray(value)) {
     const patterns = value.filter((item): item is string => typeof item === "string" && item !== "");
@@ -43,12 +52,12 @@ export function permissionAsked(props: Json): Signal | undefined {
   const sessionId = text(props.sessionID);
   const requestId = text(props.id);
   if (!sessionId || !requestId) return undefined;
-  const title = text(props.title) ?? text(props.permission) ?? text(props.type) ?? "permission";
+  const title = requestText(text(props.title) ?? text(props.permission) ?? text(props.type) ?? "permission");
   const pattern = patternOf(props.patterns) ?? patternOf(props.pattern);
   return {
     kind: "waiting",
     sessionId,
-    request: { kind: "permission", requestId, title, ...(pattern ? { pattern } : {}) },
+    request: { kind: "permission", requestId, title, ...(pattern ? { pattern: requestText(pattern) } : {}) },
   };
 }
 
@@ -57,11 +66,12 @@ export function questionAsked(props: Json): Signal | undefined {
   const requestId = text(props.id);
   if (!sessionId || !requestId) return undefined;
   const questions = Array.isArray(props.questions) ? props.questions.map(record) : [];
-  const title =
+  const title = requestText(
     questions
       .map((question) => text(question?.question) ?? text(question?.header))
       .filter((line): line is string => line !== undefined)
-      .join(" / ") || "a question";
+      .join(" / ") || "a question",
+  );
   return { kind: "waiting", sessionId, request: { kind: "question", requestId, title } };
 }
 
@@ -171,6 +181,7 @@ export function isContextOverflow(name: string, message: string | undefined): bo
   );
 }
 
+/** A session's error as `lastError` keeps it (bounded: a provider's error can carry a whole response body). */
 export function describeError(name: string, message: string | undefined): string {
-  return message ? `${name}: ${message}` : name;
+  return boundText(message ? `${name}: ${message}` : name, EVENT_TEXT_MAX);
 }

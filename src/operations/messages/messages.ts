@@ -1,3 +1,4 @@
+import { boundText, ECHO_MAX } from "../../bounded-text.ts";
 import { isoNow } from "../../clock.ts";
 import { mapLimit } from "../../map-limit.ts";
 import { assertTeamName, HUMAN_SENDER, isAgentId } from "../../state/paths.ts";
@@ -52,8 +53,10 @@ async function recipientsOf(
   ctx: TeamsContext,
   team: TeamConfig,
   sender: Sender,
-  to: string,
+  wanted: string,
 ): Promise<Recipient[]> {
+  // Ids are stored in lower case; one quoted in upper case names the same agent (and so is refused to itself).
+  const to = isAgentId(wanted) ? wanted.toLowerCase() : wanted;
   const agents = (await ctx.store.listAgentViews(team.name)).items.map((view) => view.state);
   const workers = agents.filter((agent) => agent.role !== "leader");
   if (to === "all") {
@@ -70,7 +73,7 @@ async function recipientsOf(
   if (!agent) {
     const names = [...new Set(workers.filter((a) => a.status !== "terminated").map((a) => a.name))];
     throw new CallerError(
-      `No agent '${to}' in team '${team.name}'. Send to "leader", "all" or one of: ${names.join(", ") || "(no running agents)"}.`,
+      `No agent '${boundText(to, ECHO_MAX)}' in team '${team.name}'. Send to "leader", "all" or one of: ${names.join(", ") || "(no running agents)"}.`,
     );
   }
   if (agent.status === "terminated") {

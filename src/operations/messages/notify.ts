@@ -1,3 +1,4 @@
+import { boundText, NOTICE_TEXT_MAX } from "../../bounded-text.ts";
 import { isoNow } from "../../clock.ts";
 import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
@@ -23,7 +24,8 @@ export async function notifyLeader(
     to: team.leader,
     from: SYSTEM_SENDER,
     type: notice.type,
-    text: notice.text,
+    // It may quote agents' words (summaries, task titles, requests): one notice never floods the leader's context.
+    text: boundText(notice.text, NOTICE_TEXT_MAX, "get-agent-status and list-tasks show the current state"),
     createdAt: isoNow(ctx.clock),
     ...(notice.data ? { data: notice.data } : {}),
   });

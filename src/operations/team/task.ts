@@ -1,3 +1,4 @@
+import { boundText, ECHO_MAX } from "../../bounded-text.ts";
 import { isoNow } from "../../clock.ts";
 import { assertAgentId } from "../../state/paths.ts";
 import type { AgentState, Task, TaskBoard, TaskStatus, TeamConfig } from "../../state/schemas.ts";
@@ -167,7 +168,7 @@ export async function updateTask(
     const matches = board.tasks.filter((candidate) => candidate.id === input.taskId);
     const task = matches[0];
     if (!task) {
-      refusal = `Task '${input.taskId}' not found in team '${team.name}'`;
+      refusal = `Task '${boundText(input.taskId, ECHO_MAX)}' not found in team '${team.name}'`;
       return undefined;
     }
     if (matches.length > 1) {

@@ -46,10 +46,17 @@ export async function planWorktree(
   return plan;
 }
 
+/**
+ * Names git accepts as a branch that then mean something else to the git commands people type: `@` is HEAD,
+ * `refs/heads/x` would become `refs/heads/refs/heads/x`, `heads/x` or `tags/x` shadow other refs, `FETCH_HEAD` and
+ * the like are git's own pseudo-refs.
+ */
+const MISLEADING_BRANCH = /^(?:@|(?:[A-Z]+_)*HEAD|(?:refs|heads|tags|remotes)\/.*)$/;
+
 async function checkedBranch(git: GitApi, branch: string): Promise<string> {
-  if (!(await git.validBranchName(branch))) {
+  if (MISLEADING_BRANCH.test(branch) || !(await git.validBranchName(branch))) {
     throw new CallerError(
-      `Invalid branch name ${JSON.stringify(branch.slice(0, 100))} for the worktree: use a valid git branch name (see \`git check-ref-format\`), e.g. "feature/login", or worktree: true for teams/<team>/<agent>.`,
+      `Invalid branch name ${JSON.stringify(branch.slice(0, 100))} for the worktree: use a valid git branch name (see \`git check-ref-format\`), not "@", a pseudo-ref like FETCH_HEAD or a name starting with refs/, heads/, tags/ or remotes/ (a branch name is the part after refs/heads/), e.g. "feature/login", or worktree: true for teams/<team>/<agent>.`,
     );
   }
   return branch;
