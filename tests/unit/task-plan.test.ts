@@ -27,7 +27,7 @@ type Res = {
   nowReady?: string[];
   note?: string;
 };
-type Stuck = { taskId: string; blocked: string[] };
+type Stuck = { taskId: string; status: string; reason?: string; blocked: string[] };
 
 beforeEach(async () => {
   ctx = await makeTestContext();
@@ -196,12 +196,8 @@ describe("what a finished task does to the tasks after it", () => {
     expect(told).toHaveLength(1);
     expect(told[0]?.text).toContain('task-4 "Review"');
     expect(told[0]?.text).toContain("claim-task");
-    expect(
-      ctx.server
-        .session("ses_w2")
-        .prompts.map((p) => p.text)
-        .join(),
-    ).toContain("task-4");
+    // Delivered into the running worker's session, not only filed.
+    expect((await ctx.server.userMessageTexts("ses_w2")).join()).toContain("task-4");
     const notices = (await inbox(leaderId)).map((notice) => notice.text);
     expect(notices.some((text) => text.includes("Tasks now ready after worker-1's update: task-2"))).toBe(
       true,
