@@ -14,6 +14,7 @@ import { cliSend, collectInbox, renderInbox } from "./messages.ts";
 import { findProjectRoot } from "./project.ts";
 import { runServerCommand } from "./server.ts";
 import { collectStatus, renderStatus } from "./status.ts";
+import { collectTasks, renderTasks } from "./tasks.ts";
 import { collectDiff, collectWorktrees, renderDiff, renderWorktrees } from "./worktrees.ts";
 
 const USAGE = `opencode-teams: see and check your agent teams
@@ -21,6 +22,7 @@ const USAGE = `opencode-teams: see and check your agent teams
 usage:
   opencode-teams status [team] [--all] [--json]    agents: status, health, heartbeat age, model, pane, task
   opencode-teams watch [team] [--interval 2]       the status table, refreshed until Ctrl-C
+  opencode-teams tasks [team] [--json]             the task board as a tree of dependencies: status, owner, age
   opencode-teams history <team> [--json]           agent runs: spawned, completed, interrupted, resumed...
   opencode-teams doctor [--json]                   check tmux, opencode, the plugin, the server and the storage dir
   opencode-teams init [--global] [--undo]          add the plugin to opencode.json (or ~/.config/opencode), then doctor
@@ -90,6 +92,11 @@ const COMMANDS: Record<string, (run: Invocation) => Promise<number>> = {
       print(renderStatus(report, paint));
       await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
     }
+  },
+  async tasks({ ctx, team, paint, show }) {
+    const report = await collectTasks(ctx, team);
+    show(report, () => renderTasks(report, paint));
+    return 0;
   },
   async history({ ctx, team, paint, show }) {
     if (!team) return usage("history <team>");

@@ -39,9 +39,12 @@ export function boardChange(before: TaskGraph, after: TaskGraph): BoardChange {
   return { nowReady, stuck };
 }
 
-/** A title as a notice or message quotes it: one line, bounded, quoted (it was written by a model). */
+/** Characters that move a terminal's cursor or reorder text: control codes (C0, C1) and format characters (bidirectional overrides, zero-width). */
+const UNSAFE = /[\p{Cc}\p{Cf}]/gu;
+
+/** A title as a notice, message or the CLI quotes it: one line, bounded, quoted, inert (it was written by a model). */
 export function quoteTitle(title: string): string {
-  const line = title.replace(/\s+/g, " ").trim();
+  const line = title.replace(/\s+/g, " ").replace(UNSAFE, "?").trim();
   return JSON.stringify(line.length > 80 ? `${line.slice(0, 79)}…` : line);
 }
 
