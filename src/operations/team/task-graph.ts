@@ -41,7 +41,10 @@ export class TaskGraph {
 
   /** Pending with every blocker completed: the task can be claimed now. */
   isReady(task: Task): boolean {
-    return task.status === "pending" && this.openBlockers(task).length === 0;
+    if (task.status !== "pending") return false;
+    // A loop, not openBlockers: list-tasks asks this of every task of a board a thousand long.
+    for (const id of task.blockedBy) if (this.byId.get(id)?.status !== "completed") return false;
+    return true;
   }
 
   /** "task-2 (in_progress), task-3 (failed)": what a blocked task waits for, as an error or a listing says it. */
