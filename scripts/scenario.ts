@@ -2,9 +2,10 @@
  * The scenario the product exists for (see README, "Two commands"), in one place for `npm run demo` and tests/e2e/scenario.test.ts, so
  * the demo cannot drift from what the test checks.
  *
- * A leader creates a team and two tasks and spawns two workers into real tmux panes (`opencode attach`); each worker
- * claims a task and heartbeats; one worker's pane and process are killed; the liveness sweep declares it inactive and
- * hands its task back; the leader resumes it on its old session; both workers finish and report completion.
+ * A leader creates a team and plans three tasks (a review waits for the other two) and spawns two workers into real
+ * tmux panes (`opencode attach`); each worker claims a task and heartbeats; one worker's pane and process are killed;
+ * the liveness sweep declares it inactive and hands its task back; the leader resumes it on its old session; both
+ * workers finish and report completion, which makes the review ready.
  *
  * Every prompt carries two scripts: a sentence for a real model and `@@` lines for the scripted mock model (which
  * ignores everything else). With the mock, `@@wait <gate>` holds a worker "at work" until the scenario opens the gate,
