@@ -127,7 +127,9 @@ export async function benchTasks(quick: boolean): Promise<Figure[]> {
           also: { what: "the same read, then a durable replace of the board's bytes", samples: rewrites },
         },
       },
-      "tool call as OpenCode makes it: board lock, schema, graph, durable write",
+      "tool call as OpenCode makes it: board lock, schema, graph, durable write. A claim must rewrite the board durably, " +
+        "which alone costs several reads (the 'also' floor): against read + parse the target cannot be met by any " +
+        "design that keeps the board in one durable file",
     ),
     figure(
       "11b",
@@ -148,9 +150,10 @@ export async function benchTasks(quick: boolean): Promise<Figure[]> {
 }
 
 if (import.meta.main) {
-  for (const result of await benchTasks(process.argv.includes("--quick"))) {
+  for (const f of await benchTasks(process.argv.includes("--quick"))) {
+    const also = f.floor?.also ? `; ${f.floor.also.what}: ${f.floor.also.median.toFixed(2)} ms` : "";
     process.stdout.write(
-      `${result.id} ${result.name}: ${result.median.toFixed(2)} ms, floor ${result.floor?.median.toFixed(2)} ms, ratio ${result.ratio?.toFixed(2)}x (${result.met ? "met" : "not met"})\n`,
+      `${f.id} ${f.name}: ${f.median.toFixed(2)} ms, floor ${f.floor?.median.toFixed(2)} ms, ratio ${f.ratio?.toFixed(2)}x${also}\n`,
     );
   }
 }
