@@ -76,6 +76,7 @@ export async function seedTeam(
           title: `Review part ${index + 1}`,
           status: "in_progress",
           assignee: a.agentId,
+          blockedBy: [],
           createdBy: created.leaderAgentId,
           createdAt: now,
           updatedAt: now,

@@ -2,9 +2,10 @@
  * The scenario the product exists for (see README, "Two commands"), in one place for `npm run demo` and tests/e2e/scenario.test.ts, so
  * the demo cannot drift from what the test checks.
  *
- * A leader creates a team and two tasks and spawns two workers into real tmux panes (`opencode attach`); each worker
- * claims a task and heartbeats; one worker's pane and process are killed; the liveness sweep declares it inactive and
- * hands its task back; the leader resumes it on its old session; both workers finish and report completion.
+ * A leader creates a team and plans three tasks (a review waits for the other two) and spawns two workers into real
+ * tmux panes (`opencode attach`); each worker claims a task and heartbeats; one worker's pane and process are killed;
+ * the liveness sweep declares it inactive and hands its task back; the leader resumes it on its old session; both
+ * workers finish and report completion, which makes the review ready.
  *
  * Every prompt carries two scripts: a sentence for a real model and `@@` lines for the scripted mock model (which
  * ignores everything else). With the mock, `@@wait <gate>` holds a worker "at work" until the scenario opens the gate,
@@ -15,6 +16,7 @@ import { createOpencodeClient } from "@opencode-ai/sdk";
 import { painter } from "../src/cli/format.ts";
 import { collectHistory, renderHistory } from "../src/cli/history.ts";
 import { collectStatus, renderStatus } from "../src/cli/status.ts";
+import { collectTasks, renderTasks } from "../src/cli/tasks.ts";
 import { basicAuthHeaders } from "../src/edges/opencode-client.ts";
 import { processRunning, terminateProcess } from "../src/edges/process-info.ts";
 import { recordedCredentials } from "../src/edges/server-auth.ts";
@@ -207,7 +209,14 @@ export interface ScenarioRecord {
     results: Record<string, ToolCallRecord>;
     agents: Record<string, AgentState>;
   };
-  final: { status: ToolJson; history: ToolJson; tasks: TaskBoard; agents: AgentState[] };
+  /** readyNotice: what the leader was told when the review task's last blocker completed. */
+  final: {
+    status: ToolJson;
+    history: ToolJson;
+    tasks: TaskBoard;
+    agents: AgentState[];
+    readyNotice?: string;
+  };
   durationMs: number;
 }
 
@@ -351,17 +360,20 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
   note(`leader session ${leader}; state in ${path.join(server.projectDir, ".opencode", "opencode-teams")}`);
   if (options.statusWindow !== false) openStatusWindow(env);
 
-  await step("The leader creates two tasks");
-  const titles = ["Write the parser", "Write the parser's tests"];
-  const taskIds: string[] = [];
-  for (const title of titles) {
-    const created = succeeded<{ task: { id: string } }>(
-      "create-task",
-      await leaderCall("create-task", { teamName: TEAM, title }),
-    );
-    taskIds.push(created.task.id);
-    note(`${created.task.id}: ${title}`);
-  }
+  await step("The leader plans three tasks in one create-task: a review waits for the other two");
+  const titles = ["Write the parser", "Write the parser's tests", "Review the parser and its tests"];
+  const plan = titles.map((title, i) => ({
+    ref: `t${i}`,
+    title,
+    ...(i === 2 ? { blockedBy: ["t0", "t1"] } : {}),
+  }));
+  const planned = succeeded<{ tasks: { id: string; title: string; blockedBy: string[]; ready: boolean }[] }>(
+    "create-task",
+    await leaderCall("create-task", { teamName: TEAM, tasks: plan }),
+  );
+  for (const t of planned.tasks)
+    note(`${t.id}: ${t.title}${t.ready ? " (ready)" : `, waits for ${t.blockedBy}`}`);
+  const taskIds = planned.tasks.map((t) => t.id);
   const [task1, task2] = taskIds as [string, string];
   const tasks = [
     { id: task1, title: titles[0] ?? "" },
@@ -578,9 +590,12 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
     history: asJson(await leaderCall("agent-history", { teamName: TEAM })),
     tasks: await readTasksFile(env),
     agents: (await env.ctx.store.listAgentViews(TEAM)).items.map((v) => v.state),
+    readyNotice: (await env.ctx.store.readInbox(TEAM, leaderAgentId)).items.find((m) => m.data?.nowReady)
+      ?.text,
   };
   await table(true);
   note("");
+  for (const line of renderTasks(await collectTasks(env.ctx, TEAM), paint).split("\n")) note(line);
   const history = await collectHistory(env.ctx, TEAM);
   for (const line of renderHistory(history, paint).split("\n")) note(line);
 

@@ -32,7 +32,7 @@ import { requireCallerSession } from "./tools/result.ts";
 import { resumeAgentTool } from "./tools/resume-agent.ts";
 import { sendMessageTool } from "./tools/send-message.ts";
 import { spawnAgentTool } from "./tools/spawn-agent.ts";
-import { createTaskTool, listTasksTool, updateTaskTool } from "./tools/tasks.ts";
+import { claimTaskTool, createTaskTool, listTasksTool, updateTaskTool } from "./tools/tasks.ts";
 
 function serverLogger(input: PluginInput): Logger {
   return (level, message, extra) => {
@@ -108,6 +108,7 @@ function toolsOf(ctx: TeamsContext): NonNullable<Hooks["tool"]> {
     "create-task": createTaskTool(ctx),
     "update-task": updateTaskTool(ctx),
     "list-tasks": listTasksTool(ctx),
+    "claim-task": claimTaskTool(ctx),
     "list-agents": listAgentsTool(ctx),
     "agent-history": agentHistoryTool(ctx),
     heartbeat: heartbeatTool(ctx),

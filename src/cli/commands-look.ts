@@ -3,6 +3,7 @@ import { type CommandSpec, UsageError } from "./command.ts";
 import { collectHistory, renderHistory } from "./history.ts";
 import { collectInbox, renderInbox } from "./messages.ts";
 import { collectStatus, renderStatus, watchHeader } from "./status.ts";
+import { collectTasks, renderTasks } from "./tasks.ts";
 import { collectDiff, collectWorktrees, renderDiff, renderWorktrees } from "./worktrees.ts";
 
 /** `watch --interval`: seconds between frames; below half a second the table only flickers. */
@@ -65,6 +66,24 @@ export const LOOK_COMMANDS: CommandSpec[] = [
         if (!clear) print("");
         await Bun.sleep(seconds * 1000);
       }
+    },
+  },
+  {
+    name: "tasks",
+    args: "[team]",
+    summary: "The task board as a tree of dependencies: status, owner and age of every task.",
+    details: [
+      "A task waiting for others is drawn under them; ready tasks can be taken with the claim-task tool.",
+    ],
+    examples: ["opencode-teams tasks", "opencode-teams tasks my-team --json"],
+    json: true,
+    arity: [0, 1],
+    async run({ ctx, args, paint, show }) {
+      const [team] = args;
+      if (team) await teamOrFail(ctx, team);
+      const report = await collectTasks(ctx, team);
+      show(report, () => renderTasks(report, paint));
+      return 0;
     },
   },
   {

@@ -185,7 +185,8 @@ export const HeartbeatRecordSchema = z.object({
 });
 export type HeartbeatRecord = z.infer<typeof HeartbeatRecordSchema>;
 
-export const TaskStatusSchema = z.enum(["pending", "in_progress", "completed"]);
+/** `completed`, `failed` and `cancelled` are final; only `completed` lets the tasks blocked by it go ahead. */
+export const TaskStatusSchema = z.enum(["pending", "in_progress", "completed", "failed", "cancelled"]);
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 
 export const TaskSchema = z.object({
@@ -199,6 +200,10 @@ export const TaskSchema = z.object({
   updatedAt: isoDate,
   /** Why the task last went back to pending (e.g. its owner died). */
   reassignedReason: z.string().optional(),
+  /** Ids of the tasks that must be completed before this one may start; boards written before it had none. */
+  blockedBy: z.array(z.string()).default([]),
+  /** Why the task failed or was cancelled. */
+  reason: z.string().optional(),
 });
 export type Task = z.infer<typeof TaskSchema>;
 

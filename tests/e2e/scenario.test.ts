@@ -187,10 +187,15 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
     [w2.agentId]: ["terminated", "completed"],
     [resumed.agentId]: ["terminated", "completed"],
   });
-  expect(r.final.tasks.tasks.map((t) => [t.id, t.status])).toEqual([
-    [task1, "completed"],
-    [task2, "completed"],
+  // The review, planned to wait for both, is ready once both are done, and the leader was told so.
+  expect(r.final.tasks.tasks.map((t) => [t.id, t.status, t.blockedBy])).toEqual([
+    [task1, "completed", []],
+    [task2, "completed", []],
+    ["task-3", "pending", [task1, task2]],
   ]);
+  expect(r.final.readyNotice).toContain(
+    'Tasks now ready after worker-1\'s update: task-3 "Review the parser and its tests"',
+  );
   const entries = r.final.history.entries as Record<string, unknown>[];
   expect(r.final.history).toMatchObject({ success: true, total: 3 });
   expect(entries.map((e) => [e.agent_id, e.name, e.status, e.resumes ?? null, e.resumed_by ?? null])).toEqual(

@@ -16,7 +16,7 @@ describe("tool descriptions guide the model", () => {
   test("every tool says when to use it, has no unfilled value, and states the numbers in force", async () => {
     ctx = await makeTestContext({ staleThresholdMs: 20_000, graceMisses: 3, shutdownTimeoutMs: 45_000 });
     const tools = createTools(ctx);
-    expect(Object.keys(tools).length).toBe(18);
+    expect(Object.keys(tools).length).toBe(19);
     for (const [name, definition] of Object.entries(tools)) {
       expect(definition.description.length, name).toBeGreaterThan(150);
       expect(definition.description, name).not.toMatch(/\{\w+\}/);
@@ -28,6 +28,10 @@ describe("tool descriptions guide the model", () => {
     expect(tools["get-agent-status"]?.description).toContain("use list-agents");
     expect(tools["list-agents"]?.description).toContain("use get-agent-status");
     expect(tools["spawn-agent"]?.description).toContain("do not poll");
+    // The task board: how to plan a graph, its bounds, and how work is taken.
+    expect(tools["create-task"]?.description).toContain("give tasks (up to 50) instead of title");
+    expect(tools["create-task"]?.description).toContain("at most 50 others");
+    expect(tools["claim-task"]?.description).toContain("never get the same task");
   });
 
   test("a template naming a value no option provides fails when the tools are built", async () => {
@@ -59,5 +63,15 @@ describe("identity prompt", () => {
     expect(text).toContain("about every 60 seconds");
     expect(text).toContain("for 120 seconds once you are marked inactive");
     expect(text).not.toContain("30 seconds");
+  });
+
+  test("agents are told to take work with claim-task and to come back to it after each task", async () => {
+    ctx = await makeTestContext();
+    const text = identityText(agentFixture(ctx, "t"), { leader: "l" } as Parameters<typeof identityText>[1], {
+      staleThresholdMs: 30_000,
+      graceMisses: 2,
+    });
+    expect(text).toContain('take work from the team\'s task board with `claim-task` {"teamName": "t"}');
+    expect(text).toContain("then call `claim-task` again for the next one");
   });
 });

@@ -61,7 +61,8 @@ export function identityText(
     `- Heartbeat: call the \`heartbeat\` tool with {${ids}} when you start, and then about every ${terms.heartbeatEverySeconds} seconds while you work, ` +
       "above all during long builds, test runs or large edits that make no other tool calls. " +
       `Without a sign of life for ${terms.staleSeconds} seconds ${times} you are marked inactive and your tasks go back to the team.`,
-    `- Tasks: the team's task board is \`list-tasks\` / \`update-task\` (teamName ${JSON.stringify(agent.teamName)}); set a task in_progress to claim it and completed when done.`,
+    `- Tasks: take work from the team's task board with \`claim-task\` {"teamName": ${JSON.stringify(agent.teamName)}} (it hands you the next ready task and marks it yours); a task id named in your first message you start with \`update-task\` status in_progress. ` +
+      "When you finish a task, set it completed (or failed, with a reason) with `update-task`, then call `claim-task` again for the next one; `list-tasks` shows the whole board.",
     `- Messages: a user message starting "[message from ..." comes from a team member (or a human); the leader may change your course that way. To ask the leader something, call \`send-message\` with {"teamName": ${JSON.stringify(agent.teamName)}, "to": "leader", "message": "..."}.`,
     `- When your work is done, call \`complete-agent\` with {${ids}, "status": "completed", "summary": "<what you did>", "report": "<your findings>"} ` +
       '(use "status": "failed" when you could not do it). That ends your run.',

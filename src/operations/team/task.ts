@@ -1,237 +1,169 @@
-import { boundText, ECHO_MAX } from "../../bounded-text.ts";
 import { isoNow } from "../../clock.ts";
 import { assertAgentId } from "../../state/paths.ts";
-import type { AgentState, Task, TaskBoard, TaskStatus, TeamConfig } from "../../state/schemas.ts";
-import { agentLabel } from "../agents/agent-words.ts";
+import type { Task, TaskBoard, TaskStatus } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
-import { isLive } from "../liveness/heartbeat.ts";
 import { CallerError, type OpResult } from "../result.ts";
-import { type Caller, loadTeam, requireMember } from "./identity.ts";
+import { loadTeam, requireMember } from "./identity.ts";
+import { checkBlockerList, checkGraph, TaskGraph } from "./task-graph.ts";
+import {
+  assertMemberId,
+  boardWarnings,
+  callerRefusal,
+  nextTaskNumber,
+  ownerRefusal,
+  taskIdPrefix,
+} from "./task-rules.ts";
 
-const ORDER: Record<TaskStatus, number> = { pending: 0, in_progress: 1, completed: 2 };
+/** How many tasks one create-task call may plan: a plan, not a bulk import. */
+export const MAX_TASKS_PER_CALL = 50;
 
-function assertMemberId(team: TeamConfig, agentId: string): void {
-  assertAgentId(agentId);
-  if (!team.members.some((member) => member.agentId === agentId)) {
-    throw new CallerError(`Agent '${agentId}' is not a member of team '${team.name}'`);
-  }
-}
-
-/** `task-<n>` on a team's first board; `task-<series>-<n>` on a board begun after one was lost. */
-function taskIdPrefix(board: TaskBoard): string {
-  return board.series ? `task-${board.series}-` : "task-";
-}
-
-/**
- * The number of the board's next task: its counter, moved past every id of its series already on the board, since a
- * hand edit or an older copy put back can leave the counter behind its tasks (specs/storage.md, "Task ids").
- */
-function nextTaskNumber(board: TaskBoard): number {
-  const prefix = taskIdPrefix(board);
-  let next = board.nextId;
-  for (const { id } of board.tasks) {
-    const rest = id.startsWith(prefix) ? id.slice(prefix.length) : "";
-    if (/^\d+$/.test(rest)) next = Math.max(next, Number(rest) + 1);
-  }
-  return next;
-}
-
-async function agentState(
-  ctx: TeamsContext,
-  teamName: string,
-  agentId: string,
-): Promise<AgentState | undefined> {
-  const read = await ctx.store.readAgent(teamName, agentId);
-  return read.kind === "ok" ? read.value : undefined;
-}
-
-/**
- * Why `agentId` cannot own a task now, or undefined when it can: only a running agent (spawning, active, idle) takes
- * work, since nothing hands back the tasks of an agent that already ended. Read under the board's lock: an agent
- * declared dead after this read has its tasks handed back by a board write that waits for ours.
- */
-async function ownerRefusal(
-  ctx: TeamsContext,
-  team: TeamConfig,
-  agentId: string,
-): Promise<string | undefined> {
-  if (agentId === team.leader) return undefined;
-  const agent = await agentState(ctx, team.name, agentId);
-  if (!agent) {
-    return `Agent '${agentId}' of team '${team.name}' cannot be read, so it cannot take tasks. Assign a running agent (see list-agents).`;
-  }
-  if (isLive(agent.status)) return undefined;
-  const who = agentLabel(agent);
-  const why =
-    agent.status === "terminated"
-      ? `ended (${agent.outcome ?? "terminated"})`
-      : agent.status === "inactive"
-        ? `inactive (${agent.statusReason ?? "it stopped responding"})`
-        : "shutting down";
-  return `${who} is ${why} and cannot take tasks. Assign a running agent (see list-agents)${
-    agent.status === "shutting_down" ? "" : ", or resume this one first (resume-agent)"
-  }.`;
-}
-
-/**
- * Why the calling agent may not change the board, or undefined when it may. An agent declared inactive had its tasks
- * handed back and may be replaced: its work would collide with whoever took them over.
- */
-async function callerRefusal(
-  ctx: TeamsContext,
-  team: TeamConfig,
-  caller: Caller,
-  claiming: boolean,
-): Promise<string | undefined> {
-  if (caller.isLeader) return undefined;
-  const agent = await agentState(ctx, team.name, caller.agentId);
-  if (agent?.status === "inactive") {
-    return `You were declared inactive (${agent.statusReason ?? "no sign of life"}) and your tasks went back to pending. Stop working and ask the team leader to resume you (resume-agent ${agent.agentId}); do not change the task board meanwhile.`;
-  }
-  if (claiming && agent?.status === "shutting_down") {
-    return "You are shutting down: take no new task. Save your work and call confirm-shutdown.";
-  }
-  return undefined;
-}
-
-export interface CreateTaskInput {
-  teamName: string;
+/** One task of a plan: `ref` names it for the `blockedBy` of the others in the same call. */
+export interface TaskPlan {
+  ref?: string;
   title: string;
   description?: string;
   assignee?: string;
+  blockedBy?: string[];
+}
+
+export interface CreateTaskInput extends Partial<TaskPlan> {
+  teamName: string;
+  tasks?: TaskPlan[];
+}
+
+/** A task as the tools show it: with the tasks waiting for it and whether it can be claimed now. */
+export type TaskView = Task & { blocks: string[]; ready: boolean };
+
+export function taskView(graph: TaskGraph, task: Task): TaskView {
+  return { ...task, blocks: graph.blocks(task.id), ready: graph.isReady(task) };
+}
+
+/** The call's plans, one for the single form; refuses a call that mixes both forms or gives neither. */
+function plansOf(input: CreateTaskInput): TaskPlan[] {
+  if (input.tasks !== undefined) {
+    if (input.title !== undefined || input.ref !== undefined) {
+      throw new CallerError("Give either title (one task) or tasks (a plan), not both. Nothing was created.");
+    }
+    if (input.tasks.length === 0 || input.tasks.length > MAX_TASKS_PER_CALL) {
+      throw new CallerError(
+        `tasks holds ${input.tasks.length} tasks; one call plans 1 to ${MAX_TASKS_PER_CALL}. Nothing was created.`,
+      );
+    }
+    return input.tasks;
+  }
+  if (input.title === undefined) {
+    throw new CallerError("Give a title (one task) or tasks (a plan of several). Nothing was created.");
+  }
+  const { title, description, assignee, blockedBy } = input;
+  return [{ title, description, assignee, blockedBy }];
+}
+
+/** Refs of a plan, checked: unique, and never shaped like a task id, so a blockedBy entry means one thing. */
+function refsOf(plans: readonly TaskPlan[]): Map<string, number> {
+  const refs = new Map<string, number>();
+  plans.forEach((plan, index) => {
+    if (plan.ref === undefined) return;
+    if (plan.ref.startsWith("task-")) {
+      throw new CallerError(
+        `ref '${plan.ref}' looks like a task id; name refs like "api" or "tests". Nothing was created.`,
+      );
+    }
+    if (refs.has(plan.ref)) throw new CallerError(`ref '${plan.ref}' is used twice. Nothing was created.`);
+    refs.set(plan.ref, index);
+  });
+  return refs;
 }
 
 export async function createTask(
   ctx: TeamsContext,
   input: CreateTaskInput,
   sessionId: string,
-): Promise<OpResult<{ task: Task; warnings?: string[] }>> {
+): Promise<OpResult<{ task: TaskView; tasks?: TaskView[]; warnings?: string[] }>> {
   const team = await loadTeam(ctx, input.teamName);
   const caller = await requireMember(ctx, team, sessionId);
-  if (input.assignee !== undefined) assertMemberId(team, input.assignee);
+  const plans = plansOf(input);
+  const refs = refsOf(plans);
+  plans.forEach((plan, index) => {
+    if (plan.assignee !== undefined) assertMemberId(team, plan.assignee);
+    checkBlockerList(plan.ref ?? `tasks[${index}]`, plan.blockedBy ?? []);
+  });
   const now = isoNow(ctx.clock);
-  let created: Task | undefined;
+  let created: Task[] = [];
+  let graph: TaskGraph | undefined;
   let refusal: string | undefined;
   const { warnings } = await ctx.store.updateTasks(team.name, async (board) => {
-    refusal =
-      (await callerRefusal(ctx, team, caller, false)) ??
-      (input.assignee === undefined ? undefined : await ownerRefusal(ctx, team, input.assignee));
+    refusal = await callerRefusal(ctx, team, caller, false);
+    for (const assignee of new Set(plans.map((plan) => plan.assignee))) {
+      refusal ??= assignee === undefined ? undefined : await ownerRefusal(ctx, team, assignee);
+    }
     if (refusal) return undefined;
-    const number = nextTaskNumber(board);
-    created = {
-      id: `${taskIdPrefix(board)}${number}`,
-      title: input.title,
-      description: input.description,
-      status: "pending",
-      assignee: input.assignee ?? null,
+    const first = nextTaskNumber(board);
+    const ids = plans.map((_, index) => `${taskIdPrefix(board)}${first + index}`);
+    created = plans.map((plan, index) => ({
+      id: ids[index] as string,
+      title: plan.title,
+      description: plan.description,
+      status: "pending" as const,
+      assignee: plan.assignee ?? null,
       createdBy: caller.agentId,
       createdAt: now,
       updatedAt: now,
-    };
-    return { ...board, nextId: number + 1, tasks: [...board.tasks, created] };
+      blockedBy: checkBlockerList(ids[index] as string, plan.blockedBy ?? []).map((entry) => {
+        const ref = refs.get(entry);
+        return ref === undefined ? entry : (ids[ref] as string);
+      }),
+    }));
+    const next: TaskBoard = { ...board, nextId: first + plans.length, tasks: [...board.tasks, ...created] };
+    graph = new TaskGraph(next.tasks);
+    checkGraph(graph, team.name, created);
+    return next;
   });
   if (refusal) return { success: false, error: refusal };
-  if (!created) throw new Error("task board update did not run");
-  return { success: true, task: created, ...boardWarnings(warnings) };
-}
-
-function boardWarnings(warnings: string[]): { warnings?: string[] } {
-  return warnings.length > 0
-    ? {
-        warnings: warnings.map(
-          (w) => `${w}; the task board starts empty again, and ids of the lost board are never reused`,
-        ),
-      }
-    : {};
-}
-
-export interface UpdateTaskInput {
-  teamName: string;
-  taskId: string;
-  status: TaskStatus;
-  assignee?: string;
-}
-
-export async function updateTask(
-  ctx: TeamsContext,
-  input: UpdateTaskInput,
-  sessionId: string,
-): Promise<OpResult<{ task: Task; warnings?: string[] }>> {
-  const team = await loadTeam(ctx, input.teamName);
-  const caller = await requireMember(ctx, team, sessionId);
-  if (input.assignee !== undefined) assertMemberId(team, input.assignee);
-  let updated: Task | undefined;
-  let refusal: string | undefined;
-  const { warnings } = await ctx.store.updateTasks(team.name, async (board) => {
-    refusal = await callerRefusal(ctx, team, caller, input.status === "in_progress");
-    if (refusal) return undefined;
-    const matches = board.tasks.filter((candidate) => candidate.id === input.taskId);
-    const task = matches[0];
-    if (!task) {
-      refusal = `Task '${boundText(input.taskId, ECHO_MAX)}' not found in team '${team.name}'`;
-      return undefined;
-    }
-    if (matches.length > 1) {
-      refusal = `Task id '${task.id}' is on the board of team '${team.name}' ${matches.length} times (the board was edited by hand or an older copy was put back), so which task you mean is unclear. Nothing was changed: ask the user to give each of them its own id in ${ctx.store.paths.tasks(team.name)}, then retry.`;
-      return undefined;
-    }
-    if (ORDER[input.status] < ORDER[task.status]) {
-      refusal = `Task '${task.id}' is ${task.status}; a task's status only moves forward (pending -> in_progress -> completed)`;
-      return undefined;
-    }
-    if (!caller.isLeader && task.assignee !== null && task.assignee !== caller.agentId) {
-      refusal = `Task '${task.id}' is assigned to agent '${task.assignee}'; only that agent or the leader may update it`;
-      return undefined;
-    }
-    // Starting an unowned task claims it for the caller.
-    const assignee =
-      input.assignee ??
-      (input.status === "in_progress" && task.assignee === null ? caller.agentId : task.assignee);
-    // Whoever ends up owning unfinished work must be running to do it (or to have it handed back when it dies).
-    if (input.status !== "completed" && assignee !== null) {
-      refusal = await ownerRefusal(ctx, team, assignee);
-      if (refusal) return undefined;
-    }
-    updated = { ...task, status: input.status, assignee, updatedAt: isoNow(ctx.clock) };
-    return {
-      ...board,
-      tasks: board.tasks.map((candidate) => (candidate.id === task.id ? (updated as Task) : candidate)),
-    };
-  });
-  if (refusal) return { success: false, error: refusal };
-  if (!updated) throw new Error("task board update did not run");
-  return { success: true, task: updated, ...boardWarnings(warnings) };
+  if (!graph || created.length === 0) throw new Error("task board update did not run");
+  const views = created.map((task) => taskView(graph as TaskGraph, task));
+  return {
+    success: true,
+    task: views[0] as TaskView,
+    ...(input.tasks !== undefined ? { tasks: views } : {}),
+    ...boardWarnings(warnings),
+  };
 }
 
 export interface ListTasksInput {
   teamName: string;
   status?: TaskStatus;
   assignee?: string;
+  ready?: boolean;
 }
 
 export async function listTasks(
   ctx: TeamsContext,
   input: ListTasksInput,
   sessionId: string,
-): Promise<OpResult<{ tasks: Task[]; warnings?: string[] }>> {
+): Promise<OpResult<{ tasks: TaskView[]; warnings?: string[] }>> {
   const team = await loadTeam(ctx, input.teamName);
   await requireMember(ctx, team, sessionId);
   if (input.assignee !== undefined) assertAgentId(input.assignee);
   const board = await ctx.store.readTasks(team.name);
-  const all = board.kind === "ok" ? board.value.tasks : [];
-  const tasks = all.filter(
-    (task) =>
-      (input.status === undefined || task.status === input.status) &&
-      (input.assignee === undefined || task.assignee === input.assignee),
-  );
+  const graph = new TaskGraph(board.kind === "ok" ? board.value.tasks : []);
+  const tasks: TaskView[] = [];
+  for (const task of graph.tasks) {
+    if (input.status !== undefined && task.status !== input.status) continue;
+    if (input.assignee !== undefined && task.assignee !== input.assignee) continue;
+    const view = taskView(graph, task);
+    if (input.ready !== undefined && view.ready !== input.ready) continue;
+    tasks.push(view);
+  }
   return board.kind === "corrupt"
     ? { success: true, tasks, ...boardWarnings([board.warning]) }
     : { success: true, tasks };
 }
 
 /**
- * Hand a dead agent's work back: its in_progress tasks return to pending with no owner. One board write for any
- * number of agents, so a sweep that loses many agents at once stays cheap.
+ * Hand a dead agent's work back: its in_progress tasks return to pending with no owner, keeping their place on the
+ * board and in the graph (claim-task hands out the oldest first). Pending tasks reserved for it are freed too, or they
+ * would wait for an agent that never claims them. One board write for any number of agents, so a sweep that loses many
+ * agents at once stays cheap. The map holds, per agent, the in_progress tasks it gave back.
  */
 export async function reassignTasksOf(
   ctx: TeamsContext,
@@ -246,9 +178,12 @@ export async function reassignTasksOf(
   await ctx.store.updateTasks(teamName, (board) => {
     let changed = false;
     const tasks = board.tasks.map((task) => {
-      if (task.status !== "in_progress" || task.assignee === null || !owners.has(task.assignee)) return task;
+      if (task.assignee === null || !owners.has(task.assignee)) return task;
+      if (task.status !== "in_progress" && task.status !== "pending") return task;
       changed = true;
-      byAgent.set(task.assignee, [...(byAgent.get(task.assignee) ?? []), task.id]);
+      if (task.status === "in_progress") {
+        byAgent.set(task.assignee, [...(byAgent.get(task.assignee) ?? []), task.id]);
+      }
       return {
         ...task,
         status: "pending" as const,
