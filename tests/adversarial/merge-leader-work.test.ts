@@ -22,12 +22,13 @@ type Result = { success: boolean; error?: string; warnings?: string[]; worktreeR
 let ctx: TestContext;
 let call: Awaited<ReturnType<typeof leadTeam>>["call"];
 let repo: string;
+let leaderSession: Awaited<ReturnType<typeof leadTeam>>["leaderSession"];
 
 beforeEach(async () => {
   ctx = await makeTestContext({ promptRetryDelayMs: 0, spareWorktrees: false });
   repo = ctx.projectRoot;
   await initRepo(repo, { "app.txt": "v1\n", ".gitignore": "*.db\nnode_modules/\ndist/\n" });
-  ({ call } = await leadTeam(ctx, "alpha", LEADER));
+  ({ call, leaderSession } = await leadTeam(ctx, "alpha", LEADER));
 });
 afterEach(() => ctx.cleanup());
 
@@ -266,6 +267,56 @@ describe("it merges what it checked", () => {
     const tip = git(repo, "rev-parse", `refs/heads/${agent.worktree.branch}`);
     expect(Bun.spawnSync(["git", "-C", repo, "merge-base", "--is-ancestor", tip, "HEAD"]).exitCode).toBe(1);
     expect(merged.merged).toEqual([{ commit: checked, subject: "a: work" }]);
+  });
+});
+
+describe("an ended agent's ignored files", () => {
+  test("an ignored .env or local database in its worktree keeps the worktree, and the leader is told", async () => {
+    await writeFile(path.join(repo, ".git", "info", "exclude"), ".env\n");
+    const agent = await agentWith({ "feature.txt": "agent\n" });
+    await writeFile(path.join(agent.worktree.path, ".env"), "TOKEN=made-by-the-agent\n");
+    await writeFile(path.join(agent.worktree.path, "test.db"), "fixtures it built by hand\n");
+    await complete(agent);
+    const notice = leaderSession.prompts.map((prompt) => prompt.text).join("\n");
+    expect(notice).toContain(`Worktree kept at ${agent.worktree.path}: 2 ignored file(s)`);
+    expect(notice).toContain(".env");
+    const merged = await merge(agent.agentId);
+    expect(merged.success).toBe(true);
+    expect(merged.worktreeRemoved).toBe(false);
+    expect(merged.warnings?.join()).toContain(".env");
+    expect(await readFile(path.join(agent.worktree.path, ".env"), "utf8")).toBe("TOKEN=made-by-the-agent\n");
+    expect(existsSync(path.join(agent.worktree.path, "test.db"))).toBe(true);
+  });
+
+  test("killed with nothing but an ignored file: kept, and the kill's result says why", async () => {
+    await writeFile(path.join(repo, ".git", "info", "exclude"), ".env\n");
+    const spawned = await call<Spawned>(
+      "spawn-agent",
+      { teamName: "alpha", prompt: "w", worktree: true },
+      LEADER,
+    );
+    const dir = spawned.worktree?.path ?? "";
+    await writeFile(path.join(dir, ".env"), "TOKEN=x\n");
+    const killed = await call<Result>(
+      "kill-agent",
+      { teamName: "alpha", agentId: spawned.agentId, force: true },
+      LEADER,
+    );
+    expect(killed.warnings?.join()).toContain(".env");
+    expect(await readFile(path.join(dir, ".env"), "utf8")).toBe("TOKEN=x\n");
+  });
+
+  test("rebuildable folders only (node_modules, dist, __pycache__): removed as before", async () => {
+    const agent = await agentWith({ "feature.txt": "agent\n" });
+    for (const dir of ["node_modules/left-pad", "dist", "pkg/__pycache__", ".opencode/node_modules/x"]) {
+      await mkdir(path.join(agent.worktree.path, dir), { recursive: true });
+      await writeFile(path.join(agent.worktree.path, dir, "f"), "rebuildable\n");
+    }
+    await writeFile(path.join(repo, ".git", "info", "exclude"), "__pycache__/\n.opencode/\n");
+    await complete(agent);
+    const merged = await merge(agent.agentId);
+    expect(merged).toMatchObject({ success: true, worktreeRemoved: true });
+    expect(existsSync(agent.worktree.path)).toBe(false);
   });
 });
 
