@@ -175,6 +175,54 @@ describe("a commit that fails puts the checkout back at HEAD", () => {
   });
 });
 
+describe("what is left when git fails where no hook is to blame", () => {
+  test("a check's git command fails: nothing was changed, said so", async () => {
+    const agent = await agentWith({ "feature.txt": "agent\n" });
+    await complete(agent);
+    const edge = ctx.edges.git as GitApi;
+    edge.mergeTree = () => Promise.reject(new Error("git merge-tree failed: object file is empty"));
+    const before = head();
+    const error = expectHandled(await merge(agent.agentId));
+    expect(error).toContain("Checking the merge of");
+    expect(error).toContain("object file is empty");
+    expect(error).toContain("Nothing was changed");
+    expect(head()).toBe(before);
+    expect(status()).toBe("");
+  });
+
+  test("putting back did not complete: the merge in progress is named, with the command that ends it", async () => {
+    const agent = await agentWith({ "feature.txt": "agent\n" });
+    await complete(agent);
+    const tip = git(repo, "rev-parse", `refs/heads/${agent.worktree.branch}`);
+    const edge = ctx.edges.git as GitApi;
+    // A merge killed half-way (its rollback never ran): the checkout holds a merge in progress.
+    edge.merge = async () => {
+      git(repo, "merge", "--no-ff", "--no-commit", "--quiet", tip);
+      throw new Error("git merge failed: killed");
+    };
+    const before = head();
+    const error = expectHandled(await merge(agent.agentId));
+    expect(error).toContain("Putting the checkout back did not complete: it holds a merge in progress");
+    expect(error).toContain("git merge --abort");
+    git(repo, "merge", "--abort");
+    expect(head()).toBe(before);
+    expect(status()).toBe("");
+  });
+
+  test("HEAD moved under a failed merge: said, and nothing is undone blindly", async () => {
+    const agent = await agentWith({ "feature.txt": "agent\n" });
+    await complete(agent);
+    const edge = ctx.edges.git as GitApi;
+    edge.merge = async () => {
+      await commitFile(repo, "other.txt", "the leader's commit\n", "leader: meanwhile");
+      throw new Error("git merge failed: cannot lock ref 'HEAD'");
+    };
+    const error = expectHandled(await merge(agent.agentId));
+    expect(error).toContain(`HEAD is now ${head().slice(0, 12)}`);
+    expect(git(repo, "log", "-1", "--format=%s")).toBe("leader: meanwhile");
+  });
+});
+
 describe("ignored and untracked files on the merge's way", () => {
   test("an ignored .env with real secrets is not overwritten", async () => {
     await writeFile(path.join(repo, ".git", "info", "exclude"), ".env\n");
@@ -223,6 +271,16 @@ describe("ignored and untracked files on the merge's way", () => {
     const error = expectHandled(await merge(agent.agentId));
     expect(error).toContain("logs");
     expect(await read("logs")).toBe("the leader's log file\n");
+  });
+
+  test("a path with terminal control characters is named escaped", async () => {
+    const hostile = "notes\u001b[2J\u001b]52;c;aGk=\u0007.db";
+    const agent = await agentWith({ [hostile]: "agent\n" });
+    await complete(agent);
+    await writeFile(path.join(repo, hostile), "leader\n");
+    const error = expectHandled(await merge(agent.agentId));
+    expect(error).not.toContain("\u001b");
+    expect(error).toContain(JSON.stringify(hostile));
   });
 
   test("a long list is cut, with the count of the rest", async () => {
