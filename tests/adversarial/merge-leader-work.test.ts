@@ -3,11 +3,12 @@ import { chmodSync, existsSync } from "node:fs";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { GitApi } from "../../src/edges/git-api.ts";
+import { enforceTimeouts } from "../../src/operations/liveness/timeouts.ts";
 import type { AgentWorktree } from "../../src/state/schemas.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { commitFile, git, initRepo } from "../helpers/git.ts";
 import type { Spawned } from "../helpers/spare.ts";
-import { leadTeam } from "../helpers/team.ts";
+import { leaderInbox, leadTeam } from "../helpers/team.ts";
 
 // merge-agent works in the leader's own checkout, where the leader keeps work git does not protect: staged changes,
 // ignored files (a .env, a local database), untracked directories. Whatever the agent's branch holds and whatever
@@ -362,6 +363,26 @@ describe("an ended agent's ignored files", () => {
     );
     expect(killed.warnings?.join()).toContain(".env");
     expect(await readFile(path.join(dir, ".env"), "utf8")).toBe("TOKEN=x\n");
+  });
+
+  test("a time limit that ends an agent keeps a worktree holding an ignored directory of data, and the notice says so", async () => {
+    await writeFile(path.join(repo, ".git", "info", "exclude"), "downloads/\n");
+    const spawned = await call<Spawned>(
+      "spawn-agent",
+      { teamName: "alpha", prompt: "w", worktree: true, timeoutMinutes: 1 },
+      LEADER,
+    );
+    const dir = spawned.worktree?.path ?? "";
+    await mkdir(path.join(dir, "downloads"));
+    await writeFile(path.join(dir, "downloads", "dataset.csv"), "an hour of downloading\n");
+    ctx.clock.advance(61_000);
+    expect(await enforceTimeouts(ctx)).toBe(1);
+    expect(await readFile(path.join(dir, "downloads", "dataset.csv"), "utf8")).toBe(
+      "an hour of downloading\n",
+    );
+    const notice = (await leaderInbox(ctx)).find((message) => message.type === "agent_timeout");
+    expect(notice?.text).toContain(`Worktree kept at ${dir}: 1 ignored file(s)`);
+    expect(notice?.text).toContain("downloads/dataset.csv");
   });
 
   test("rebuildable folders only (node_modules, dist, __pycache__): removed as before", async () => {
