@@ -27,6 +27,10 @@ const REBUILDABLE = new Set([
   ".gradle",
   "coverage",
   ".nyc_output",
+  ".eggs",
+  ".terraform",
+  ".dart_tool",
+  ".angular",
 ]);
 
 /** Files tools make again: compiled Python, TypeScript's build info, Finder's folder settings. */
@@ -48,7 +52,7 @@ const OPENCODE_INSTALL = new Set([
 export function isRebuildable(entry: string): boolean {
   const parts = entry.replace(/\/$/, "").split("/");
   const name = parts.at(-1) ?? "";
-  if (parts.some((part) => REBUILDABLE.has(part))) return true;
+  if (parts.some((part) => REBUILDABLE.has(part) || part.endsWith(".egg-info"))) return true;
   if (parts.length >= 2 && parts.at(-2) === ".opencode" && OPENCODE_INSTALL.has(name)) return true;
   return !entry.endsWith("/") && REBUILDABLE_FILE.test(name);
 }
