@@ -4,6 +4,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { GitApi } from "../../src/edges/git-api.ts";
 import { enforceTimeouts } from "../../src/operations/liveness/timeouts.ts";
+import { LockTimeoutError } from "../../src/state/lock.ts";
 import type { AgentWorktree } from "../../src/state/schemas.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { commitFile, git, initRepo } from "../helpers/git.ts";
@@ -177,6 +178,16 @@ describe("a commit that fails puts the checkout back at HEAD", () => {
 });
 
 describe("what is left when git fails where no hook is to blame", () => {
+  test("another merge holding the checkout past the lock's wait: refused, nothing changed", async () => {
+    const agent = await agentWith({ "feature.txt": "agent\n" });
+    await complete(agent);
+    ctx.store.withMergeLock = () =>
+      Promise.reject(new LockTimeoutError("Timed out after 30000 ms waiting for merge.lock"));
+    const error = expectHandled(await merge(agent.agentId));
+    expect(error).toContain("Another merge into this checkout is still running");
+    expect(error).toContain("Nothing was changed");
+  });
+
   test("a check's git command fails: nothing was changed, said so", async () => {
     const agent = await agentWith({ "feature.txt": "agent\n" });
     await complete(agent);

@@ -1,4 +1,5 @@
 import type { CommitLine } from "../../edges/git-api.ts";
+import { LockTimeoutError } from "../../state/lock.ts";
 import { assertAgentId, assertTeamName } from "../../state/paths.ts";
 import type { AgentState, AgentWorktree } from "../../state/schemas.ts";
 import { agentLabel } from "../agents/agent-words.ts";
@@ -132,7 +133,14 @@ export async function mergeAgent(
   const team = await loadTeam(ctx, input.teamName);
   await requireLeader(ctx, team, callerSessionId, "Only the team leader can merge an agent's work");
   // One merge at a time in the leader's checkout: git's own index lock would fail the second half-way.
-  return ctx.store.withMergeLock(() => mergeLocked(ctx, input));
+  return ctx.store
+    .withMergeLock(() => mergeLocked(ctx, input))
+    .catch((error: unknown) => {
+      if (!(error instanceof LockTimeoutError)) throw error;
+      return fail(
+        `Another merge into this checkout is still running (${errorText(error)}). Nothing was changed: merge again once it is done.`,
+      );
+    });
 }
 
 async function mergeLocked(ctx: TeamsContext, input: MergeAgentInput): Promise<OpResult<MergeAgentOutput>> {
