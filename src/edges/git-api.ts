@@ -4,6 +4,12 @@ export interface CommitLine {
   subject: string;
 }
 
+/** A path that differs between two trees: `A` added, `D` deleted, `M` modified, `T` type changed (file, link, submodule). */
+export interface TreeChange {
+  status: "A" | "D" | "M" | "T";
+  path: string;
+}
+
 /** One worktree of a repository, as `git worktree list --porcelain` describes it. */
 export interface WorktreeEntry {
   /** Its directory, as git recorded it (symlinks resolved). */
@@ -75,12 +81,32 @@ export interface GitApi {
   commitsBetween(repo: string, base: string, tip: string): Promise<CommitLine[]>;
   /** `git diff --stat` of what `tip` changed since its merge base with `base`. */
   diffStat(repo: string, base: string, tip: string): Promise<string>;
-  /** Paths `tip` changed since its merge base with `base`. */
-  filesChanged(repo: string, base: string, tip: string): Promise<string[]>;
-  /** Paths that would conflict if `theirs` were merged into `ours` (computed without touching any work tree). */
-  mergeConflicts(repo: string, ours: string, theirs: string): Promise<string[]>;
+  /**
+   * What merging `theirs` into `ours` gives, computed without touching any work tree or index (`git merge-tree
+   * --write-tree`): the resulting tree, and the paths that would conflict (empty when it merges cleanly).
+   */
+  mergeTree(repo: string, ours: string, theirs: string): Promise<{ tree: string; conflicts: string[] }>;
+  /** Every path that differs between two commits or trees (renames as a deletion and an addition). */
+  treeChanges(repo: string, from: string, to: string): Promise<TreeChange[]>;
+  /** Paths whose staged content differs from HEAD (`git diff --cached`). */
+  stagedFiles(repo: string): Promise<string[]>;
+  /**
+   * What git does not track at or under each of `paths` (relative to the top of `repo`'s work tree), ignored files
+   * included: a file, or a directory holding nothing tracked as one entry ending in `/`. Empty directories not.
+   */
+  untrackedAt(repo: string, paths: readonly string[]): Promise<string[]>;
+  /**
+   * Ignored files in the work tree of `dir`: a directory ignored as a whole is one entry ending in `/`; with `under`,
+   * every ignored file at or under those paths one by one.
+   */
+  ignoredFiles(dir: string, under?: readonly string[]): Promise<string[]>;
   /** Whether `repo` is in the middle of a merge (MERGE_HEAD exists). */
   mergeInProgress(repo: string): Promise<boolean>;
-  /** Merge `branch` into the branch checked out in `repo`: a merge commit, or a squashed single commit. */
-  merge(repo: string, branch: string, how: { squash: boolean; message: string }): Promise<void>;
+  /**
+   * Merge `commit` (a full commit id, never a branch name: what was checked is what is merged) into the branch
+   * checked out in `repo`: a merge commit, or a squashed single commit. On failure the checkout is put back
+   * (`git merge --abort`, `git reset --merge`) and a GitError with git's words is thrown: callers look at what
+   * the checkout holds then.
+   */
+  merge(repo: string, commit: string, how: { squash: boolean; message: string }): Promise<void>;
 }

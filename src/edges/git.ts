@@ -1,4 +1,4 @@
-import type { CommitLine, GitApi, WorktreeEntry } from "./git-api.ts";
+import type { CommitLine, GitApi, TreeChange, WorktreeEntry } from "./git-api.ts";
 
 export class GitError extends Error {
   override name = "GitError";
@@ -31,6 +31,16 @@ function gitEnv(env: NodeJS.ProcessEnv): Record<string, string> {
 /** NUL-separated output (`-z`) split into its fields. */
 function fields(text: string): string[] {
   return text.split("\0").filter((field) => field !== "");
+}
+
+/**
+ * A revision that came from a record or a caller (a commit id, a branch's tip): refused when git would read it as an
+ * option (`--output=<file>` in a hand-edited agent record), before it reaches any command.
+ */
+function revision(rev: string): string {
+  if (rev === "" || rev.startsWith("-"))
+    throw new GitError(`not a revision: ${JSON.stringify(rev.slice(0, 80))}`);
+  return rev;
 }
 
 let niceArgv: string[] | undefined;
@@ -131,7 +141,7 @@ export class GitCli implements GitApi {
   }
 
   async addWorktree(repo: string, dir: string, branch: string, start: string): Promise<void> {
-    await this.ok(repo, ["worktree", "add", "--quiet", "-b", branch, "--", dir, start]);
+    await this.ok(repo, ["worktree", "add", "--quiet", "-b", branch, "--", dir, revision(start)]);
   }
 
   async addDetachedWorktree(
@@ -140,7 +150,11 @@ export class GitCli implements GitApi {
     commit: string,
     options: { lowPriority?: boolean } = {},
   ): Promise<void> {
-    await this.ok(repo, ["worktree", "add", "--quiet", "--detach", "--", dir, commit], options.lowPriority);
+    await this.ok(
+      repo,
+      ["worktree", "add", "--quiet", "--detach", "--", dir, revision(commit)],
+      options.lowPriority,
+    );
   }
 
   async moveWorktree(repo: string, from: string, to: string): Promise<void> {
@@ -158,7 +172,7 @@ export class GitCli implements GitApi {
       "-m",
       `branch: Created from ${commit}`,
       `refs/heads/${branch}`,
-      commit,
+      revision(commit),
       "",
     ]);
   }
@@ -180,7 +194,7 @@ export class GitCli implements GitApi {
   }
 
   async deleteBranch(repo: string, branch: string, expectedTip: string): Promise<void> {
-    await this.ok(repo, ["update-ref", "-d", `refs/heads/${branch}`, expectedTip]);
+    await this.ok(repo, ["update-ref", "-d", `refs/heads/${branch}`, revision(expectedTip)]);
   }
 
   async changedFiles(dir: string): Promise<string[]> {
@@ -197,13 +211,19 @@ export class GitCli implements GitApi {
   }
 
   async isAncestor(repo: string, commit: string, of: string): Promise<boolean> {
-    const result = await this.run(repo, ["merge-base", "--is-ancestor", commit, of]);
+    const result = await this.run(repo, ["merge-base", "--is-ancestor", revision(commit), revision(of)]);
     if (result.code > 1) throw new GitError(`git merge-base failed: ${result.stderr.trim()}`);
     return result.code === 0;
   }
 
   async commitsBetween(repo: string, base: string, tip: string): Promise<CommitLine[]> {
-    const out = await this.ok(repo, ["log", "-z", "--format=%H %s", `${base}..${tip}`, "--"]);
+    const out = await this.ok(repo, [
+      "log",
+      "-z",
+      "--format=%H %s",
+      `${revision(base)}..${revision(tip)}`,
+      "--",
+    ]);
     return fields(out).map((line) => {
       const space = line.indexOf(" ");
       return { commit: line.slice(0, space), subject: line.slice(space + 1) };
@@ -211,27 +231,73 @@ export class GitCli implements GitApi {
   }
 
   async diffStat(repo: string, base: string, tip: string): Promise<string> {
-    return (await this.ok(repo, ["diff", "--stat", `${base}...${tip}`, "--"])).trimEnd();
+    return (await this.ok(repo, ["diff", "--stat", `${revision(base)}...${revision(tip)}`, "--"])).trimEnd();
   }
 
-  async filesChanged(repo: string, base: string, tip: string): Promise<string[]> {
-    return fields(await this.ok(repo, ["diff", "--name-only", "-z", `${base}...${tip}`, "--"]));
-  }
-
-  async mergeConflicts(repo: string, ours: string, theirs: string): Promise<string[]> {
+  async mergeTree(
+    repo: string,
+    ours: string,
+    theirs: string,
+  ): Promise<{ tree: string; conflicts: string[] }> {
     const result = await this.run(repo, [
       "merge-tree",
       "--write-tree",
       "--name-only",
       "--no-messages",
       "-z",
-      ours,
-      theirs,
+      revision(ours),
+      revision(theirs),
     ]);
     // Exit 1: conflicts; the tree id comes first, then the conflicted paths.
-    if (result.code === 1) return [...new Set(fields(result.stdout).slice(1))];
-    if (result.code !== 0) throw new GitError(`git merge-tree failed: ${result.stderr.trim()}`);
-    return [];
+    if (result.code > 1) throw new GitError(`git merge-tree failed: ${result.stderr.trim()}`);
+    const [tree = "", ...conflicts] = fields(result.stdout);
+    return { tree, conflicts: result.code === 1 ? [...new Set(conflicts)] : [] };
+  }
+
+  async treeChanges(repo: string, from: string, to: string): Promise<TreeChange[]> {
+    const out = await this.ok(repo, [
+      "diff-tree",
+      "-r",
+      "--no-renames",
+      "--name-status",
+      "-z",
+      revision(from),
+      revision(to),
+      "--",
+    ]);
+    const parts = fields(out);
+    const changes: TreeChange[] = [];
+    for (let i = 0; i + 1 < parts.length; i += 2) {
+      const status = parts[i] as string;
+      if (status === "A" || status === "D" || status === "M" || status === "T") {
+        changes.push({ status, path: parts[i + 1] as string });
+      }
+    }
+    return changes;
+  }
+
+  async stagedFiles(repo: string): Promise<string[]> {
+    return fields(
+      await this.ok(repo, ["diff", "--cached", "--no-renames", "--name-only", "-z", "HEAD", "--"]),
+    );
+  }
+
+  async untrackedAt(repo: string, paths: readonly string[]): Promise<string[]> {
+    const found: string[] = [];
+    // Literal pathspecs (a path holding `*` names that file only), in chunks that stay far below the argv limit.
+    for (let i = 0; i < paths.length; i += 500) {
+      const specs = paths.slice(i, i + 500).map((file) => `:(literal)${file}`);
+      const args = ["ls-files", "-z", "--others", "--directory", "--no-empty-directory", "--", ...specs];
+      found.push(...fields(await this.ok(repo, args)));
+    }
+    return [...new Set(found)];
+  }
+
+  async ignoredFiles(dir: string, under?: readonly string[]): Promise<string[]> {
+    const args = ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--no-empty-directory"];
+    if (!under) return fields(await this.ok(dir, [...args, "--directory"]));
+    if (under.length === 0) return [];
+    return fields(await this.ok(dir, [...args, "--", ...under.map((entry) => `:(literal)${entry}`)]));
   }
 
   async mergeInProgress(repo: string): Promise<boolean> {
@@ -239,19 +305,21 @@ export class GitCli implements GitApi {
     return result.code === 0;
   }
 
-  async merge(repo: string, branch: string, how: { squash: boolean; message: string }): Promise<void> {
-    const ref = `refs/heads/${branch}`;
+  async merge(repo: string, commit: string, how: { squash: boolean; message: string }): Promise<void> {
+    if (!/^[0-9a-f]{40,64}$/.test(commit)) throw new GitError(`not a full commit id: ${commit.slice(0, 80)}`);
+    // The message as one `--message=` argument: text starting with "-" is never read as an option.
+    const message = `--message=${how.message}`;
     try {
       if (how.squash) {
-        await this.ok(repo, ["merge", "--squash", "--quiet", ref]);
-        await this.ok(repo, ["commit", "--quiet", "-m", how.message]);
+        await this.ok(repo, ["merge", "--squash", "--no-autostash", "--quiet", commit]);
+        await this.ok(repo, ["commit", "--quiet", message]);
       } else {
-        await this.ok(repo, ["merge", "--no-ff", "--no-edit", "--quiet", "-m", how.message, ref]);
+        await this.ok(repo, ["merge", "--no-ff", "--no-autostash", "--no-edit", "--quiet", message, commit]);
       }
     } catch (error) {
       // Leave the checkout as it was: a half-done merge is worse than none.
       await this.run(repo, ["merge", "--abort"]);
-      if (how.squash) await this.run(repo, ["reset", "--merge"]);
+      if (how.squash) await this.run(repo, ["reset", "--quiet", "--merge"]);
       throw error;
     }
   }

@@ -128,7 +128,7 @@ async function tellLeader(
       reassigned.length > 0
         ? ` Tasks it still had in progress are pending again: ${reassigned.join(", ")}.`
         : ""
-    }${report ? `\nReport from ${agent.name}:\n${report}` : ""}`,
+    }${report ? `\nReport from ${agent.name}:\n${report}` : ""}${finished.worktreeKept.map((kept) => `\n${kept}.`).join("")}`,
     data: {
       agentId: agent.agentId,
       name: agent.name,

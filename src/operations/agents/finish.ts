@@ -28,6 +28,8 @@ export interface FinishResult {
   /** This call made the transition from a running status (a concurrent finisher, or an agent already inactive: false). */
   ended: boolean;
   reassignedTasks: string[];
+  /** Why the agent's worktree was kept (work in it that removing would lose), also among `warnings`. */
+  worktreeKept: string[];
   warnings: string[];
 }
 
@@ -87,7 +89,8 @@ export async function finishAgent(
   }
 
   // Only the call that ended the run decides, once its pane no longer runs anything in the worktree.
-  if (endedBy) warnings.push(...(await settleWorktree(ctx, endedBy)));
+  const worktreeKept = endedBy ? await settleWorktree(ctx, endedBy) : [];
+  warnings.push(...worktreeKept);
 
   const reassigned = await reassignTasksOf(
     ctx,
@@ -106,6 +109,7 @@ export async function finishAgent(
   return {
     ended: endedBy !== undefined && wasRunning,
     reassignedTasks: reassigned.get(agent.agentId) ?? [],
+    worktreeKept,
     warnings,
   };
 }

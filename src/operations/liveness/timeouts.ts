@@ -39,7 +39,7 @@ export async function enforceTimeouts(ctx: TeamsContext): Promise<number> {
       lines.push(
         `Agent ${agent.name} (${agent.agentId}) timed out after ${limit} and was stopped. Tasks returned to pending: ${
           finished.reassignedTasks.length > 0 ? finished.reassignedTasks.join(", ") : "none"
-        }. resume-agent can continue it.`,
+        }. resume-agent can continue it.${finished.worktreeKept.map((kept) => `\n${kept}.`).join("")}`,
       );
     }
     if (lines.length === 0) continue;

@@ -1,12 +1,14 @@
 import type { CommitLine } from "../../edges/git-api.ts";
+import { LockTimeoutError } from "../../state/lock.ts";
 import { assertAgentId, assertTeamName } from "../../state/paths.ts";
 import type { AgentState, AgentWorktree } from "../../state/schemas.ts";
 import { agentLabel } from "../agents/agent-words.ts";
 import { readAgentOrFail } from "../agents/finish.ts";
 import type { TeamsContext } from "../context.ts";
-import { CallerError, fail, type OpResult } from "../result.ts";
+import { CallerError, errorText, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader, requireMember } from "../team/identity.ts";
-import { exists, gitOf, leaderRepo } from "./repo.ts";
+import { type MergePlan, mergePreflight } from "./merge-preflight.ts";
+import { exists, gitOf, leaderRepo, namedPaths } from "./repo.ts";
 import { refillSpare } from "./spare.ts";
 import { removeIfUnchanged } from "./worktrees.ts";
 
@@ -112,28 +114,11 @@ export interface MergeAgentOutput {
   warnings?: string[];
 }
 
-/** Why the leader's checkout cannot take the merge now, or undefined when it can. */
-async function checkoutRefusal(
-  ctx: TeamsContext,
-  repo: string,
-  files: readonly string[],
-): Promise<string | undefined> {
-  const git = gitOf(ctx);
-  if (await git.mergeInProgress(repo)) {
-    return `The leader's checkout ${repo} is in the middle of a merge: conclude it (\`git commit\`) or abort it (\`git merge --abort\`) first. Nothing was changed.`;
-  }
-  const involved = new Set(files);
-  const dirty = (await git.changedFiles(repo)).filter((file) => involved.has(file));
-  if (dirty.length > 0) {
-    return `The leader's checkout has uncommitted changes to files the merge touches: ${dirty.join(", ")}. Commit or set them aside first, then merge again. Nothing was changed.`;
-  }
-  return undefined;
-}
-
 /**
  * merge-agent: leader only. Brings an agent's branch into the leader's current branch, in the leader's checkout.
- * Refused with nothing changed while the agent runs (unless force), when the checkout has uncommitted changes to the
- * files involved, or when the merge would conflict (found without touching the checkout: the files are listed).
+ * The branch's tip is read once, under the merge lock; every check and the merge use that commit. Refused with
+ * nothing changed while the agent runs (unless force) or when mergePreflight finds the checkout cannot take it; a
+ * merge that fails anyway is put back, and the answer says what the checkout holds.
  */
 export async function mergeAgent(
   ctx: TeamsContext,
@@ -142,65 +127,122 @@ export async function mergeAgent(
 ): Promise<OpResult<MergeAgentOutput>> {
   assertTeamName(input.teamName);
   assertAgentId(input.agentId);
+  if (input.message?.includes("\0")) {
+    return fail("The message contains a NUL character, which git cannot take: remove it and merge again.");
+  }
   const team = await loadTeam(ctx, input.teamName);
   await requireLeader(ctx, team, callerSessionId, "Only the team leader can merge an agent's work");
-  const { agent, repo } = await agentBranch(ctx, input);
+  // One merge at a time in the leader's checkout: git's own index lock would fail the second half-way.
+  return ctx.store
+    .withMergeLock(() => mergeLocked(ctx, input))
+    .catch((error: unknown) => {
+      if (!(error instanceof LockTimeoutError)) throw error;
+      return fail(
+        `Another merge into this checkout is still running (${errorText(error)}). Nothing was changed: merge again once it is done.`,
+      );
+    });
+}
+
+async function mergeLocked(ctx: TeamsContext, input: MergeAgentInput): Promise<OpResult<MergeAgentOutput>> {
+  const { agent, repo, tip } = await agentBranch(ctx, input);
   if (agent.status !== "terminated" && !input.force) {
     return fail(
       `Agent '${agent.name}' is ${agent.status}: it may still change its branch. Wait for it to complete (or kill it), or pass force: true to merge what it has committed so far.`,
     );
   }
-  // One merge at a time in the leader's checkout: git's own index lock would fail the second half-way.
-  return ctx.store.withMergeLock(() => mergeLocked(ctx, input, repo));
+  const { branch } = agent.worktree;
+  const checked = await mergePreflight(ctx, repo, branch, tip).catch((error: unknown) => {
+    if (error instanceof CallerError) throw error;
+    return {
+      refused: `Checking the merge of ${branch} failed: ${gitWords(error)}. Nothing was changed: look at \`git status\` in ${repo}, then merge again.`,
+    };
+  });
+  if ("refused" in checked) return fail(checked.refused);
+  const { plan } = checked;
+  const strategy = input.strategy ?? "merge";
+  if (strategy === "squash" && plan.changes.length === 0) {
+    return fail(
+      `The commits of ${branch} change nothing in ${plan.into} (their changes are there already): there is nothing to squash. Nothing was changed; use strategy "merge" to record them, or leave them.`,
+    );
+  }
+  const text = input.message?.trim() || `Merge ${branch} (agent ${agent.name})`;
+  try {
+    await gitOf(ctx).merge(repo, plan.tip, { squash: strategy === "squash", message: text });
+  } catch (error) {
+    return fail(await afterFailedMerge(ctx, repo, { branch, strategy, plan }, error));
+  }
+  return mergeDone(ctx, input.teamName, agent, repo, { strategy, plan });
 }
 
-async function mergeLocked(
+async function mergeDone(
   ctx: TeamsContext,
-  input: MergeAgentInput,
+  teamName: string,
+  agent: AgentState & { worktree: AgentWorktree },
   repo: string,
+  done: { strategy: "merge" | "squash"; plan: MergePlan },
 ): Promise<OpResult<MergeAgentOutput>> {
   const git = gitOf(ctx);
-  // Read again under the lock: a merge just before this one may have removed the branch.
-  const { agent, tip } = await agentBranch(ctx, input);
-  const into = await git.currentBranch(repo);
-  const head = await git.headCommit(repo);
-  if (!into || !head) {
-    return fail(
-      `The leader's checkout ${repo} has no current branch (detached HEAD): check out the branch to merge into first.`,
-    );
-  }
   const { branch } = agent.worktree;
-  const merged = await git.commitsBetween(repo, head, tip);
-  if (merged.length === 0) return fail(`Branch '${branch}' has nothing that ${into} does not already have.`);
-  const files = await git.filesChanged(repo, head, tip);
-  const refused = await checkoutRefusal(ctx, repo, files);
-  if (refused) return fail(refused);
-  const conflicts = await git.mergeConflicts(repo, head, tip);
-  if (conflicts.length > 0) {
-    return fail(
-      `Merging ${branch} into ${into} would conflict in: ${conflicts.join(", ")}. Nothing was changed. Resolve it by hand (\`git merge ${branch}\`), or ask the agent to rebase its branch on ${into} (resume it with that request) and merge again.`,
-    );
-  }
-  const strategy = input.strategy ?? "merge";
-  const text = input.message?.trim() || `Merge ${branch} (agent ${agent.name})`;
-  await git.merge(repo, branch, { squash: strategy === "squash", message: text });
+  const { into, head, tip, merged, changes } = done.plan;
   const commit = (await git.headCommit(repo)) ?? head;
   const warnings = agent.status === "terminated" ? await removeMerged(ctx, agent.worktree, tip) : [];
   const worktreeRemoved = !(await git.branchTip(repo, branch));
-  ctx.log("info", `merged ${branch} into ${into}`, { agentId: agent.agentId, strategy, commit });
+  ctx.log("info", `merged ${branch} into ${into}`, {
+    agentId: agent.agentId,
+    strategy: done.strategy,
+    commit,
+  });
   // HEAD moved: the team's spare is of the old commit now, and the next spawn would check out while the leader waits.
-  refillSpare(ctx, input.teamName);
+  refillSpare(ctx, teamName);
   return {
     success: true,
     branch,
     into,
-    strategy,
+    strategy: done.strategy,
     commit,
     merged,
-    files,
+    files: changes.map((change) => change.path),
     worktreeRemoved,
     ...(warnings.length > 0 ? { warnings } : {}),
   };
+}
+
+/** git's own words from a failure, cut to a readable length. */
+function gitWords(error: unknown): string {
+  const text = errorText(error).trim();
+  return text.length > 1500 ? `${text.slice(0, 1500)}… (cut)` : text;
+}
+
+/**
+ * What a merge that failed (a hook, signing, anything git refused) left: the edge put the checkout back; this looks
+ * at what it holds now and says so, with the next move.
+ */
+async function afterFailedMerge(
+  ctx: TeamsContext,
+  repo: string,
+  tried: { branch: string; strategy: "merge" | "squash"; plan: MergePlan },
+  error: unknown,
+): Promise<string> {
+  const { branch, strategy, plan } = tried;
+  const git = gitOf(ctx);
+  const failed = `Merging ${branch} (commit ${plan.tip.slice(0, 12)}) into ${plan.into} failed: ${gitWords(error)}.`;
+  const byHand =
+    strategy === "squash"
+      ? `\`git merge --squash ${plan.tip}\` then \`git commit\``
+      : `\`git merge --no-ff ${plan.tip}\``;
+  const [head, inMerge, staged] = await Promise.all([
+    git.headCommit(repo),
+    git.mergeInProgress(repo),
+    git.stagedFiles(repo),
+  ]).catch(() => [undefined, true, [] as string[]] as const);
+  if (head === plan.head && !inMerge && staged.length === 0) {
+    return `${failed} The checkout was put back as it was: HEAD ${plan.head.slice(0, 12)} on ${plan.into}, nothing staged, your uncommitted and untracked files untouched; the agent's branch and worktree are kept. Fix what git said (a hook or commit signing: run ${byHand} by hand to see it), then merge again.`;
+  }
+  if (head !== plan.head) {
+    return `${failed} HEAD is now ${head?.slice(0, 12) ?? "unreadable"}, not ${plan.head.slice(0, 12)} as checked: look at \`git log -1\` and \`git status\` in ${repo} before anything else. The agent's branch and worktree are kept.`;
+  }
+  const left = inMerge ? "a merge in progress" : `staged changes (${namedPaths(staged)})`;
+  return `${failed} Putting the checkout back did not complete: it holds ${left}. Run \`git merge --abort\` (or \`git reset --merge\`) in ${repo} to go back to ${plan.head.slice(0, 12)}: both keep your uncommitted changes to other files. The agent's branch and worktree are kept.`;
 }
 
 /**

@@ -47,3 +47,17 @@ export function worktreeDir(ctx: TeamsContext, teamName: string, agentName: stri
 export async function exists(ctx: TeamsContext, file: string): Promise<boolean> {
   return (await ctx.edges.files.kind(file, { follow: false })) !== undefined;
 }
+
+/**
+ * Paths for an error or a warning: at most `max` of them, each cut to a readable length and with control characters
+ * escaped (file names come from agents' commits), then how many more there are.
+ */
+export function namedPaths(paths: readonly string[], max = 10): string {
+  const shown = paths.slice(0, max).map((file) => {
+    const cut = file.length > 160 ? `${file.slice(0, 159)}…` : file;
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is looked for
+    return /[\u0000-\u001f\u007f-\u009f]/.test(cut) ? JSON.stringify(cut) : cut;
+  });
+  const rest = paths.length - shown.length;
+  return `${shown.join(", ")}${rest > 0 ? ` and ${rest} more` : ""}`;
+}

@@ -3,7 +3,8 @@ import type { GitApi } from "../../edges/git-api.ts";
 import type { AgentState, AgentWorktree, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, errorText } from "../result.ts";
-import { exists, gitOf, leaderRepo, worktreeDir, worktreesRoot } from "./repo.ts";
+import { ignoredWork } from "./ignored-work.ts";
+import { exists, gitOf, leaderRepo, namedPaths, worktreeDir, worktreesRoot } from "./repo.ts";
 import { claimSpare } from "./spare.ts";
 
 /** What spawn-agent settled before launching: the worktree is made once the agent's name is known. */
@@ -164,8 +165,9 @@ async function branchHasNoNewWork(git: GitApi, repo: string, tip: string, base: 
 }
 
 /**
- * Remove the worktree and branch of an agent whose work is all home (nothing uncommitted, no commit beyond its base
- * or the leader's HEAD, or the branch still at `mergedTip`, just squash-merged). Anything else is kept and said why.
+ * Remove the worktree and branch of an agent whose work is all home (nothing uncommitted, no ignored file that is
+ * not rebuildable, no commit beyond its base or the leader's HEAD, or the branch still at `mergedTip`, just
+ * squash-merged). Anything else is kept and said why.
  * Never throws: the caller is ending an agent or has just merged.
  */
 export async function removeIfUnchanged(
@@ -183,6 +185,12 @@ export async function removeIfUnchanged(
       if (changed.length > 0) {
         return [
           `Worktree kept at ${worktree.path}: ${changed.length} uncommitted file(s) (${changed.slice(0, 5).join(", ")})`,
+        ];
+      }
+      const work = await ignoredWork(ctx, worktree.path);
+      if (work.length > 0) {
+        return [
+          `Worktree kept at ${worktree.path}: ${work.length} ignored file(s) that no build makes again (${namedPaths(work, 5)}), which removing it would delete. Copy what you need, then remove it by hand (\`git worktree remove --force ${worktree.path}\`)`,
         ];
       }
     }
