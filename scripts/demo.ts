@@ -180,6 +180,9 @@ async function main(argv: string[]): Promise<number> {
   print("--keep: everything is still running.");
   print(`  panes and the status window:  ${run.record.attachCommand}`);
   print(
+    `  reviewer-1, still at work:     npm run cli -- attach ${run.record.team} reviewer-1 --dir ${run.record.projectDir}`,
+  );
+  print(
     `  status from a shell:          npm run cli -- status ${run.record.team} --all --dir ${run.record.projectDir}`,
   );
   print(

@@ -174,6 +174,8 @@ export interface ScenarioRecord {
   leaderSessionId: string;
   taskIds: [string, string];
   spawned: [Spawned, Spawned];
+  /** Spawned at the end for the ready review: it claims it and stays at work, its pane open. */
+  reviewer: Spawned;
   /** The private tmux session holding the panes. */
   tmuxSession: string;
   attachCommand: string;
@@ -265,6 +267,16 @@ function workerPrompt(
  * The leader's steering message to worker-2. With the mock it replaces the rest of worker-2's script (the mock follows
  * the last user message): worker-2 completes with a report that says it followed the steer.
  */
+/** The reviewer takes the ready review with claim-task, heartbeats and stays at work (idle, its pane open). */
+function reviewerPrompt(): string {
+  const beat = { teamName: TEAM, agentId: "{{sys:agentId}}", metadata: { doing: "reviewing" } };
+  return [
+    "Your agentId is in your system prompt. Take the next ready task with claim-task, then heartbeat and review it.",
+    `@@call claim-task ${JSON.stringify({ teamName: TEAM })}`,
+    `@@call heartbeat ${JSON.stringify(beat)}`,
+  ].join("\n");
+}
+
 function steeringMessage(): string {
   const complete = {
     teamName: TEAM,
@@ -565,7 +577,12 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
       result.status === "completed"
         ? { status: "completed", output: asJson(toolOutput(result)) }
         : { status: result.status, error: result.error ?? "" };
-    note(`${name}: complete-agent ${JSON.stringify(completedResults[name])}`);
+    const outcome = completedResults[name];
+    note(
+      outcome?.status === "completed"
+        ? `${name} reported completion; the leader is told with its summary`
+        : `${name}'s complete-agent failed: ${outcome && "error" in outcome ? outcome.error : "?"}`,
+    );
   };
   await finish("worker-2", doneGate("worker-2"), w2.agentId, w2.sessionId);
   const completionNotice = (await env.ctx.store.readInbox(TEAM, leaderAgentId)).items.find(
@@ -583,6 +600,30 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
     { timeoutMs: 15_000, message: "the leader's completion notices delivered" },
   );
   note("both completion notices reached the leader's session");
+
+  await step(
+    "The review is ready: the leader spawns reviewer-1, who takes it with claim-task and stays on it",
+  );
+  const reviewer = succeeded<SpawnAgentOutput>(
+    "spawn-agent",
+    await leaderCall("spawn-agent", {
+      teamName: TEAM,
+      name: "reviewer-1",
+      role: "reviewer",
+      prompt: reviewerPrompt(),
+      ...(options.realModel ? { model: options.realModel } : {}),
+    }),
+  );
+  const reviewerAgent = await readAgentFile(env, reviewer.agentId);
+  if (reviewerAgent.attachPid !== undefined) env.pids.add(reviewerAgent.attachPid);
+  const review = await waitFor(
+    async () =>
+      (await readTasksFile(env)).tasks.find(
+        (t) => t.assignee === reviewer.agentId && t.status === "in_progress",
+      ),
+    { timeoutMs: 30_000 * patience, message: "reviewer-1 to claim the review" },
+  );
+  note(`reviewer-1 took ${review.id} "${review.title}"; its pane stays open for you to look at`);
 
   await step("Final state: get-agent-status (terminated included) and agent-history");
   const final = {
@@ -605,6 +646,7 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
     leaderSessionId: leader,
     taskIds: [task1, task2],
     spawned: [w1, w2],
+    reviewer,
     tmuxSession,
     attachCommand,
     healthy,

@@ -162,11 +162,14 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
     expect(r.completed.agents[name]).toMatchObject({ status: "terminated", outcome: "completed" });
   }
 
-  // Final state, exactly (the leader is active or idle depending on whether its own turn is still running).
+  // Final state, exactly (the leader and the reviewer are active or idle depending on whether a turn still runs).
   const finalAgents = (r.final.status.agents as StatusAgent[]).map(({ agentId, name, status }) => ({
     agentId,
     name,
-    status: name === "leader" && (status === "active" || status === "idle") ? "live" : status,
+    status:
+      (name === "leader" || name === "reviewer-1") && (status === "active" || status === "idle")
+        ? "live"
+        : status,
   }));
   const leaderId = finalAgents.find((a) => a.name === "leader")?.agentId;
   expect(new Set(finalAgents.map((a) => JSON.stringify(a)))).toEqual(
@@ -176,37 +179,42 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
         { agentId: w1.agentId, name: "worker-1", status: "terminated" },
         { agentId: w2.agentId, name: "worker-2", status: "terminated" },
         { agentId: resumed.agentId, name: "worker-1", status: "terminated" },
+        { agentId: r.reviewer.agentId, name: "reviewer-1", status: "live" },
       ].map((a) => JSON.stringify(a)),
     ),
   );
-  expect(r.final.status.summary).toMatchObject({ total: 4, inactive: 0, shuttingDown: 0, terminated: 3 });
+  expect(r.final.status.summary).toMatchObject({ total: 5, inactive: 0, shuttingDown: 0, terminated: 3 });
   const outcomes = Object.fromEntries(r.final.agents.map((a) => [a.agentId, [a.status, a.outcome ?? null]]));
   expect(outcomes).toEqual({
     [leaderId ?? ""]: [expect.any(String), null],
     [w1.agentId]: ["terminated", "interrupted"],
     [w2.agentId]: ["terminated", "completed"],
     [resumed.agentId]: ["terminated", "completed"],
+    [r.reviewer.agentId]: [expect.any(String), null],
   });
-  // The review, planned to wait for both, is ready once both are done, and the leader was told so.
+  // The review, planned to wait for both, is ready once both are done (the leader was told so) and the reviewer
+  // spawned then took it with claim-task.
   expect(r.final.tasks.tasks.map((t) => [t.id, t.status, t.blockedBy])).toEqual([
     [task1, "completed", []],
     [task2, "completed", []],
-    ["task-3", "pending", [task1, task2]],
+    ["task-3", "in_progress", [task1, task2]],
   ]);
+  expect(r.final.tasks.tasks[2]?.assignee).toBe(r.reviewer.agentId);
   expect(r.final.readyNotice).toContain(
     'Tasks now ready after worker-1\'s update: task-3 "Review the parser and its tests"',
   );
   const entries = r.final.history.entries as Record<string, unknown>[];
-  expect(r.final.history).toMatchObject({ success: true, total: 3 });
+  expect(r.final.history).toMatchObject({ success: true, total: 4 });
   expect(entries.map((e) => [e.agent_id, e.name, e.status, e.resumes ?? null, e.resumed_by ?? null])).toEqual(
     [
+      [r.reviewer.agentId, "reviewer-1", "spawned", null, null],
       [resumed.agentId, "worker-1", "completed", w1.agentId, null],
       [w2.agentId, "worker-2", "completed", null, null],
       [w1.agentId, "worker-1", "resumed", null, resumed.agentId],
     ],
   );
-  expect(entries[0]).toMatchObject({ summary: "worker-1 finished task-1" });
-  expect(entries[1]).toMatchObject({ summary: "worker-2 finished task-2" });
+  expect(entries[1]).toMatchObject({ summary: "worker-1 finished task-1" });
+  expect(entries[2]).toMatchObject({ summary: "worker-2 finished task-2" });
 
   // The demo cleaned up: no tmux server on its socket, no process it started, no temp dirs.
   expect(tmux.serverRunning(socket)).toBe(false);
@@ -257,6 +265,10 @@ test("npm run demo -- --keep, as a user runs it: the scenario, then everything s
     // The session the printed attach command names is there to attach to.
     expect(tmux.tmux(keepSocket, ["has-session", "-t", "teams-demo"]).code).toBe(0);
     expect(output).toContain("--keep: everything is still running.");
+    // One agent is left at work for the person to look at: its pane is open and the printed command attaches to it.
+    expect(output).toContain("attach demo reviewer-1 --dir");
+    const panes = tmux.tmux(keepSocket, ["list-panes", "-a", "-F", "#{@agent_name} #{pane_dead}"]).stdout;
+    expect(panes).toContain("reviewer-1 0");
     const kept = (/kill-server; kill ([\d ]+)\n/.exec(output)?.[1] ?? "").trim().split(" ").map(Number);
     expect(kept.length).toBeGreaterThan(0);
     for (const pid of kept) expect(processRunning(pid)).toBe(true);
