@@ -8,7 +8,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import type { PluginInput } from "@opencode-ai/plugin";
 import { createOpencodeClient } from "@opencode-ai/sdk";
 import type { Check } from "./doctor.ts";
-import { configFiles, isPathSpec, PACKAGE_NAME, parseConfig } from "./plugin-config.ts";
+import { configFiles, isPathSpec, PACKAGE_NAME, parseConfig, xdgDir } from "./plugin-config.ts";
 
 /** Tools whose absence means the plugin did not come up whole. */
 const CORE_TOOLS = ["create-team", "spawn-agent", "heartbeat"];
@@ -49,7 +49,7 @@ function loadedCopy(spec: string, configDir: string, env: NodeJS.ProcessEnv): Lo
     while (!existsSync(path.join(dir, "package.json")) && path.dirname(dir) !== dir) dir = path.dirname(dir);
     return { dir };
   }
-  const cache = env.XDG_CACHE_HOME?.trim() || path.join(env.HOME ?? os.homedir(), ".cache");
+  const cache = xdgDir(env, "XDG_CACHE_HOME", ".cache");
   const installDir = path.join(
     cache,
     "opencode",

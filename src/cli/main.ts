@@ -106,7 +106,7 @@ const COMMANDS: Record<string, (run: Invocation) => Promise<number>> = {
     print(renderInit(init));
     if (values.undo) return 0;
     const report = await runDoctor(ctx);
-    print(`${renderDoctor(report, paint)}\n\n${nextSteps(projectRoot)}`);
+    print(`${renderDoctor(report, paint)}\n\n${nextSteps(projectRoot, init)}`);
     return report.ok ? 0 : 1;
   },
   async doctor({ ctx, paint, show }) {
