@@ -24,6 +24,8 @@ beforeEach(() => {
     HOME: path.join(dir, "home"),
     XDG_CONFIG_HOME: path.join(dir, "config"),
     XDG_CACHE_HOME: path.join(dir, "cache"),
+    // doctor asks the registry about a name entry: an unreachable one here, never the real one.
+    npm_config_registry: "http://127.0.0.1:9/",
   };
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
