@@ -153,7 +153,8 @@ describe("opencode-teams init", () => {
     expect(damaged.status).toBe(1);
     expect(damaged.stderr).toContain("is not valid JSON(C)");
     expect(readFileSync(path.join(project, "opencode.json"), "utf8")).toBe("{ oops");
-  });
+    // Two CLI runs, each with doctor (tmux, opencode --version): seconds on a loaded machine.
+  }, 30_000);
 });
 
 describe("init never harms a config", () => {
