@@ -2,7 +2,7 @@
 // `.opencode/plugins/`; this one re-exports the installed package, and its import resolves like any module's: from
 // `.opencode/node_modules` (where OpenCode installs only its own `@opencode-ai/plugin`), then the project's
 // node_modules. No absolute path, so every clone loads the copy its own `npm install` put there.
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import writeFileAtomic from "write-file-atomic";
 import { PACKAGE_NAME } from "./plugin-config.ts";
@@ -37,6 +37,9 @@ export async function writePluginFile(projectRoot: string): Promise<string> {
 export function removePluginFile(projectRoot: string): "deleted" | "kept" | "absent" {
   const state = pluginFileState(projectRoot);
   if (state !== "ours") return state === "absent" ? "absent" : "kept";
-  rmSync(path.join(projectRoot, PLUGIN_FILE));
+  const file = path.join(projectRoot, PLUGIN_FILE);
+  rmSync(file);
+  // The folder goes too when nothing else is in it (init made it); a folder with the user's own plugins stays.
+  if (readdirSync(path.dirname(file)).length === 0) rmdirSync(path.dirname(file));
   return "deleted";
 }

@@ -9,9 +9,9 @@ export type InstallSource =
   | { kind: "local"; spec: string }
   | { kind: "absent" };
 
-/** npm specs that name no registry: a path, a tarball, a URL, a git host (`owner/repo` included). */
+/** Specs that name no registry: a path, a tarball, a URL, a git host (`owner/repo` too), a workspace package. */
 const ELSEWHERE =
-  /^(file:|link:|git\+|git:|github:|gitlab:|bitbucket:|gist:|https?:|\.{0,2}\/|~\/)|\.(tgz|tar\.gz|tar)$/i;
+  /^(file:|link:|workspace:|portal:|git\+|git:|github:|gitlab:|bitbucket:|gist:|https?:|\.{0,2}\/|~\/)|\.(tgz|tar\.gz|tar)$/i;
 
 /** Whether a dependency spec (`^0.1.0`, `latest`, `npm:x@1`, `file:../x.tgz`, `me/repo#main`) comes from a registry. */
 export function isRegistrySpec(spec: string): boolean {

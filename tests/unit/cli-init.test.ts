@@ -223,6 +223,8 @@ describe("init loads the copy the project installed, however it arrived", () => 
     ["local", "github:me/opencode-teams#main"],
     ["local", "me/opencode-teams"],
     ["local", "https://example.invalid/opencode-teams-0.1.0.tgz"],
+    ["local", "workspace:*"],
+    ["local", "link:../opencode-teams"],
   ])("package.json spec: %s for %p", (kind, spec) => {
     devDependency(spec);
     expect(installSource(project)).toMatchObject({ kind, spec });
@@ -260,6 +262,9 @@ describe("init loads the copy the project installed, however it arrived", () => 
     expect(text).not.toContain(project);
     expect(await init(true)).toMatchObject({ change: "deleted", files: [pluginFile()] });
     expect(existsSync(pluginFile())).toBe(false);
+    // The folder init made for it goes too; the storage dir beside it stays.
+    expect(existsSync(path.dirname(pluginFile()))).toBe(false);
+    expect(existsSync(path.join(project, ".opencode", "opencode-teams"))).toBe(true);
     expect(readFileSync(config, "utf8")).toBe(WITH_COMMENTS);
   });
 
