@@ -66,10 +66,14 @@ function readConfigs(files: string[]): ConfigText[] {
     });
 }
 
-async function addByName(files: string[], configs: ConfigText[]): Promise<Change> {
+async function addByName(files: string[], configs: ConfigText[], projectRoot?: string): Promise<Change> {
   const entry = PLUGIN_SPEC;
   const listing = configs.find((config) => config.parsed.ours.length > 0);
   if (listing) return { change: "already-there", entry, files: [listing.file] };
+  // The plugin file of an earlier install from a tarball still loads the installed copy; a name would load it twice.
+  if (projectRoot && pluginFileState(projectRoot) !== "absent") {
+    return { change: "already-there", entry: PLUGIN_FILE, files: [path.join(projectRoot, PLUGIN_FILE)] };
+  }
   const existing = configs[0];
   const file = existing?.file ?? files.find((f) => path.basename(f) === "opencode.json") ?? "";
   const text = existing?.text ?? NEW_CONFIG;
@@ -96,14 +100,18 @@ async function addFile(projectRoot: string, configs: ConfigText[]): Promise<Chan
   // An entry the user wrote (a path, a tuple with options) loads it already; a second loader would run it twice.
   const own = configs.filter((c) => c.parsed.ours.length > c.parsed.initEntries.length);
   if (own.length > 0) return { change: "already-there", entry, files: own.map((c) => c.file) };
+  const file = path.join(projectRoot, PLUGIN_FILE);
+  const change = pluginFileState(projectRoot) === "absent" ? "created" : "already-there";
+  if (change === "created") await writePluginFile(projectRoot);
+  // Only once the file is there: a failed write leaves the old entry, not nothing.
   const stale = configs.filter((c) => c.parsed.initEntries.length > 0);
   for (const config of stale) await takeOut(config);
-  const replaced = stale.length > 0 ? { replaced: stale.map((c) => c.file) } : {};
-  const file = path.join(projectRoot, PLUGIN_FILE);
-  if (pluginFileState(projectRoot) !== "absent")
-    return { change: "already-there", entry, files: [file], ...replaced };
-  await writePluginFile(projectRoot);
-  return { change: "created", entry, files: [file], ...replaced };
+  return {
+    change,
+    entry,
+    files: [file],
+    ...(stale.length > 0 ? { replaced: stale.map((c) => c.file) } : {}),
+  };
 }
 
 async function remove(configs: ConfigText[], projectRoot: string | undefined): Promise<Change> {
@@ -149,7 +157,9 @@ export async function runInit(options: InitOptions): Promise<InitReport> {
   const project = options.scope === "project" ? options.projectRoot : undefined;
   if (options.undo) return remove(configs, project);
   const local = project !== undefined && installSource(project).kind === "local";
-  const result = local ? await addFile(options.projectRoot, configs) : await addByName(files, configs);
+  const result = local
+    ? await addFile(options.projectRoot, configs)
+    : await addByName(files, configs, project);
   // A global install names no project; each project's storage dir ignores itself when the plugin creates it.
   if (options.scope === "global") return result;
   const root = resolveStorageRoot(options.projectRoot, env);

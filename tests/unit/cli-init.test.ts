@@ -200,7 +200,9 @@ describe("init never harms a config", () => {
     env.XDG_CONFIG_HOME = value;
     const report = await init(false, "global");
     expect(report.files).toEqual([path.join(dir, "home", ".config", "opencode", "opencode.json")]);
-    expect(existsSync(path.join(project, "relative"))).toBe(false);
+    // A relative value would land wherever the command runs: here, the test's working directory.
+    expect(existsSync(path.resolve("relative"))).toBe(false);
+    expect(existsSync(path.resolve("x"))).toBe(false);
   });
 });
 
@@ -291,4 +293,17 @@ describe("init loads the copy the project installed, however it arrived", () => 
     expect(await init()).toMatchObject({ change: "created", entry: PLUGIN_SPEC });
     expect(existsSync(pluginFile())).toBe(false);
   });
+});
+
+test("a project that switched from a tarball to the registry keeps the plugin file: no second loader by name", async () => {
+  const devDependency = (spec: string) =>
+    writeFileSync(
+      path.join(project, "package.json"),
+      JSON.stringify({ name: "p", devDependencies: { "opencode-teams": spec } }),
+    );
+  devDependency("file:opencode-teams-0.1.0.tgz");
+  await init();
+  devDependency("^0.1.0");
+  expect(await init()).toMatchObject({ change: "already-there", entry: PLUGIN_FILE });
+  expect(existsSync(path.join(project, "opencode.json"))).toBe(false);
 });
