@@ -46,7 +46,7 @@ export const SETUP_COMMANDS: CommandSpec[] = [
       print(renderInit(init));
       if (values.undo === true) return 0;
       const report = await runDoctor(ctx);
-      print(`${renderDoctor(report, paint)}\n\n${nextSteps(projectRoot)}`);
+      print(`${renderDoctor(report, paint)}\n\n${nextSteps(projectRoot, init)}`);
       return report.ok ? 0 : 1;
     },
   },

@@ -8,18 +8,25 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import type { PluginInput } from "@opencode-ai/plugin";
 import { createOpencodeClient } from "@opencode-ai/sdk";
 import type { Check } from "./doctor.ts";
-import { configFiles, isPathSpec, PACKAGE_NAME, parseConfig } from "./plugin-config.ts";
+import { missingCopy } from "./doctor-install.ts";
+import { configFiles, isPathSpec, PACKAGE_NAME, parseConfig, xdgDir } from "./plugin-config.ts";
+import { PLUGIN_FILE } from "./plugin-file.ts";
+import { installSource } from "./plugin-source.ts";
 
 /** Tools whose absence means the plugin did not come up whole. */
 const CORE_TOOLS = ["create-team", "spawn-agent", "heartbeat"];
 
 interface Configured {
   file: string;
+  /** The config entry's spec, or the project plugin file's path for that file. */
   spec: string;
+  pluginFile?: true;
 }
 
-/** The first entry for this package in the project's config files, else in the user's. */
+/** The project plugin file init writes, else the first entry for this package in the project's configs, else the user's. */
 function findConfigured(projectRoot: string, env: NodeJS.ProcessEnv): Configured | undefined {
+  const pluginFile = path.join(projectRoot, PLUGIN_FILE);
+  if (existsSync(pluginFile)) return { file: pluginFile, spec: PLUGIN_FILE, pluginFile: true };
   for (const scope of ["project", "global"] as const) {
     for (const file of configFiles(scope, projectRoot, env)) {
       if (!existsSync(file)) continue;
@@ -49,7 +56,7 @@ function loadedCopy(spec: string, configDir: string, env: NodeJS.ProcessEnv): Lo
     while (!existsSync(path.join(dir, "package.json")) && path.dirname(dir) !== dir) dir = path.dirname(dir);
     return { dir };
   }
-  const cache = env.XDG_CACHE_HOME?.trim() || path.join(env.HOME ?? os.homedir(), ".cache");
+  const cache = xdgDir(env, "XDG_CACHE_HOME", ".cache");
   const installDir = path.join(
     cache,
     "opencode",
@@ -68,6 +75,12 @@ function repair(copy: LoadedCopy): string {
 export function checkPluginConfigured(projectRoot: string, env = process.env): Check {
   try {
     const found = findConfigured(projectRoot, env);
+    if (found?.pluginFile)
+      return {
+        name: "plugin config",
+        level: "ok",
+        detail: `${found.file} (loads the project's installed copy)`,
+      };
     if (found) return { name: "plugin config", level: "ok", detail: `${found.spec} in ${found.file}` };
     return {
       name: "plugin config",
@@ -135,18 +148,53 @@ export async function checkPluginLoads(projectRoot: string, env = process.env): 
     return { name, level: "warn", detail: "skipped: the config cannot be read (see plugin config)" };
   }
   if (!found) return { name, level: "warn", detail: "skipped: the plugin is not configured" };
+  if (found.pluginFile) return checkPluginFileLoads(found.file, projectRoot);
   const copy = loadedCopy(found.spec, path.dirname(found.file), env);
-  const dir = copy.dir;
-  if (!existsSync(path.join(dir, "package.json"))) {
+  if (!existsSync(path.join(copy.dir, "package.json"))) {
+    return copy.installDir
+      ? missingCopy(found.spec, found.file, copy.installDir, projectRoot, env)
+      : {
+          name,
+          level: "fail",
+          detail: `${found.spec} in ${found.file}: no package at ${copy.dir}`,
+          fix: "fix the path, or run `npx opencode-teams init` in a project that installed the package",
+        };
+  }
+  return checkCopyLoads(copy, entryOf(copy.dir));
+}
+
+/** Where a bare import of this package from `start` resolves: the nearest `node_modules/<name>` at or above it. */
+function installedPackageAbove(start: string): string | undefined {
+  for (let dir = start; ; dir = path.dirname(dir)) {
+    const candidate = path.join(dir, "node_modules", PACKAGE_NAME);
+    if (existsSync(path.join(candidate, "package.json"))) return candidate;
+    if (path.dirname(dir) === dir) return undefined;
+  }
+}
+
+/** The project plugin file: its import must find the project's installed package, and the module must load. */
+async function checkPluginFileLoads(file: string, projectRoot: string): Promise<Check> {
+  const dir = installedPackageAbove(path.dirname(file));
+  if (!dir) {
+    const source = installSource(projectRoot);
     return {
-      name,
-      level: "warn",
-      detail: `OpenCode has not installed ${found.spec} yet (no ${dir})`,
-      fix: "start `opencode` in this project once (it installs plugins on start), then run doctor again",
+      name: "plugin loads",
+      level: "fail",
+      detail: `${file} imports ${PACKAGE_NAME}, but this project has no node_modules/${PACKAGE_NAME}, so OpenCode drops it without a word`,
+      fix:
+        source.kind === "absent"
+          ? "install it (`npm install --save-dev <path to>/opencode-teams-<version>.tgz`), then restart opencode"
+          : `run \`npm install\` here (package.json installs it from ${source.spec}), then restart opencode`,
     };
   }
+  return checkCopyLoads({ dir }, file);
+}
+
+async function checkCopyLoads(copy: LoadedCopy, entry: string): Promise<Check> {
+  const name = "plugin loads";
+  const dir = copy.dir;
   try {
-    const tools = await loadTools(entryOf(dir));
+    const tools = await loadTools(entry);
     const missing = CORE_TOOLS.filter((tool) => !tools.includes(tool));
     if (missing.length === 0) return { name, level: "ok", detail: `${dir}: ${tools.length} tools` };
     return {

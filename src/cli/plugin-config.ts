@@ -70,6 +70,30 @@ export interface ParsedConfig {
   plugins: unknown[];
   /** Indexes of the entries that load this package. */
   ours: number[];
+  /** Indexes of the entries `init` writes (a bare npm spec of this package); `--undo` takes out only these. */
+  initEntries: number[];
+}
+
+/** A spec as `init` writes it: a plain string naming this package on npm. A tuple with options is the user's own. */
+function isInitEntry(entry: unknown): boolean {
+  return typeof entry === "string" && !isPathSpec(entry) && npmName(entry) === PACKAGE_NAME;
+}
+
+const BOM = "\uFEFF";
+
+/** A config's text split at its byte order mark: edits work on `body`, the file gets `bom + body` back. */
+export function splitBom(text: string): { bom: string; body: string } {
+  return text.startsWith(BOM) ? { bom: BOM, body: text.slice(1) } : { bom: "", body: text };
+}
+
+/** JSON keeps only the last of two equal keys, so an entry added to the first would be ignored while init says done. */
+function refuseDuplicatePluginKeys(text: string, file: string): void {
+  const keys = (parseTree(text)?.children ?? []).filter((prop) => prop.children?.[0]?.value === "plugin");
+  if (keys.length < 2) return;
+  const lines = keys.map((key) => lineCol(text, key.offset).split(",")[0]).join(" and ");
+  throw new ConfigFileError(
+    `${file} has "plugin" ${keys.length === 2 ? "twice" : `${keys.length} times`} (${lines}); JSON keeps only the last, so merge them into one list, then run this again`,
+  );
 }
 
 function lineCol(text: string, offset: number): string {
@@ -78,7 +102,8 @@ function lineCol(text: string, offset: number): string {
 }
 
 /** Parse a config's text; throws ConfigFileError (naming the place) when it is not a JSONC object with a plugin list. */
-export function parseConfig(text: string, file: string): ParsedConfig {
+export function parseConfig(withBom: string, file: string): ParsedConfig {
+  const text = splitBom(withBom).body;
   const errors: ParseError[] = [];
   const root: unknown = parse(text, errors, { allowTrailingComma: true, disallowComments: false });
   const [first] = errors;
@@ -90,6 +115,7 @@ export function parseConfig(text: string, file: string): ParsedConfig {
   if (typeof root !== "object" || root === null || Array.isArray(root)) {
     throw new ConfigFileError(`${file} does not hold a JSON object`);
   }
+  refuseDuplicatePluginKeys(text, file);
   const plugins: unknown = (root as { plugin?: unknown }).plugin ?? [];
   if (!Array.isArray(plugins)) throw new ConfigFileError(`${file}: "plugin" is not a list`);
   const dir = path.dirname(file);
@@ -97,7 +123,8 @@ export function parseConfig(text: string, file: string): ParsedConfig {
     const spec = specOf(entry);
     return spec !== undefined && isOurSpec(spec, dir) ? [index] : [];
   });
-  return { plugins, ours };
+  const initEntries = plugins.flatMap((entry, index) => (isInitEntry(entry) ? [index] : []));
+  return { plugins, ours, initEntries };
 }
 
 /** Indentation and line ends as the file already uses them, so an inserted line looks like its neighbours. */
@@ -141,21 +168,35 @@ function withoutElement(text: string, index: number): string {
   return text.slice(0, from) + text.slice(to);
 }
 
-/** The text without this package's entries; a list left empty is removed with its key. */
+/** The text without the entries `init` writes; a list left empty is removed with its key. */
 export function removePlugin(text: string, parsed: ParsedConfig): string {
-  if (parsed.ours.length === parsed.plugins.length) {
+  if (parsed.initEntries.length === parsed.plugins.length) {
     return applyEdits(text, modify(text, ["plugin"], undefined, { formattingOptions: formattingOf(text) }));
   }
-  return [...parsed.ours].reverse().reduce(withoutElement, text);
+  return [...parsed.initEntries].reverse().reduce(withoutElement, text);
 }
 
 /** A new config file holding only the schema reference; `init` adds the plugin to it like to any other file. */
 export const NEW_CONFIG = '{\n  "$schema": "https://opencode.ai/config.json"\n}\n';
 
+/** The text of a file `init` created holding `spec`: the only file `--undo` may delete, and only while it is unchanged. */
+export function createdConfig(spec: string): string {
+  return addPlugin(NEW_CONFIG, parseConfig(NEW_CONFIG, "new"), spec);
+}
+
+/** An XDG base dir: the variable when it holds an absolute path (the spec says to ignore a relative one), else the default under HOME. */
+export function xdgDir(
+  env: NodeJS.ProcessEnv,
+  variable: "XDG_CONFIG_HOME" | "XDG_CACHE_HOME",
+  fallback: string,
+): string {
+  const value = env[variable]?.trim();
+  return value && path.isAbsolute(value) ? value : path.join(env.HOME || os.homedir(), fallback);
+}
+
 /** OpenCode's user config dir: `$XDG_CONFIG_HOME/opencode`, else `~/.config/opencode`. */
 export function globalConfigDir(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.XDG_CONFIG_HOME?.trim() || path.join(env.HOME ?? os.homedir(), ".config");
-  return path.join(base, "opencode");
+  return path.join(xdgDir(env, "XDG_CONFIG_HOME", ".config"), "opencode");
 }
 
 /** The config files OpenCode reads for a scope, in the order `init` picks one to edit (the first that exists). */

@@ -4,10 +4,13 @@
  * installed bin runs `init` (with no Bun on PATH), and a real `opencode serve` installs the plugin by the name init
  * wrote - through OpenCode's own npm install into its cache dir - loads it, lists every tool, and runs a
  * create-team / spawn-agent round with the installed copy. No network: npm and OpenCode are pointed at the registry.
+ * Then the same tarball installed by path, as a user does before the package is published (second describe).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import {
+  copyFileSync,
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -251,4 +254,90 @@ describe("installed from the packed tarball by name", () => {
       { timeoutMs: 60_000, message: "the worker's first answer" },
     );
   }, 300_000);
+});
+
+/**
+ * The way to install before the package is published: `npm pack` in a clone, the tarball copied into the project and
+ * installed by path (`file:`), then `init`. OpenCode cannot fetch that by name, so init writes the project plugin file
+ * that re-exports the installed copy; a copy of the project on another path (its node_modules its own, the original's
+ * gone) loads it as well: nothing in the committed files names a path of this machine.
+ */
+describe("installed from the packed tarball by path", () => {
+  const tarProject = path.join(scratch, "tar-project");
+  const clone = path.join(scratch, "elsewhere", "deeper", "clone");
+  const pluginFile = (root: string) => path.join(root, ".opencode", "plugins", `${pkg.name}.ts`);
+
+  async function serveAndList(root: string): Promise<string[]> {
+    await server?.stop();
+    server = await startOpencode({
+      mockBaseUrl: mock.baseUrl,
+      projectDir: root,
+      writeConfig: false,
+      env: { PATH: npmEnv().PATH ?? "", TMUX_TMPDIR: tmuxTmp, OPENCODE_TEAMS_OPENCODE_BIN: OPENCODE_BIN },
+    });
+    const names = await pluginToolNames();
+    return server.waitForToolIds(names, { timeoutMs: 60_000 });
+  }
+
+  beforeAll(async () => {
+    mkdirSync(tarProject, { recursive: true });
+    await run("git", ["init", "-q"], tarProject, npmEnv());
+    writeFileSync(
+      path.join(tarProject, "opencode.json"),
+      `${JSON.stringify(mockProviderConfig(), null, 2)}\n`,
+    );
+    writeFileSync(path.join(tarProject, "package.json"), '{ "name": "tar-project", "private": true }\n');
+    copyFileSync(tarball, path.join(tarProject, path.basename(tarball)));
+    await run("npm", ["install", "--save-dev", `./${path.basename(tarball)}`], tarProject, npmEnv());
+  }, 120_000);
+
+  test("init writes the project plugin file, not a name OpenCode would fetch; the config stays as it was", async () => {
+    const declared = JSON.parse(readFileSync(path.join(tarProject, "package.json"), "utf8")).devDependencies;
+    expect(declared[pkg.name]).toBe(`file:${path.basename(tarball)}`);
+    const before = readFileSync(path.join(tarProject, "opencode.json"), "utf8");
+    const out = await run(
+      "npx",
+      ["--no-install", "opencode-teams", "init", "--no-color"],
+      tarProject,
+      npmEnv(),
+    );
+    expect(out).toContain(`created ${pluginFile(tarProject)}`);
+    expect(out).toMatch(/✓ plugin loads: .*: \d+ tools/);
+    expect(readFileSync(path.join(tarProject, "opencode.json"), "utf8")).toBe(before);
+    const text = readFileSync(pluginFile(tarProject), "utf8");
+    expect(text).toContain(`export { default } from "${pkg.name}";`);
+    expect(text).not.toContain(scratch);
+  }, 60_000);
+
+  test("opencode serve loads the installed copy and registers every tool, without asking a registry", async () => {
+    const asked = registry.packuments.length;
+    const names = await pluginToolNames();
+    expect(await serveAndList(tarProject)).toEqual(expect.arrayContaining(names));
+    // Nothing fetched by name, no cache folder: the copy in node_modules is the one that loaded.
+    expect(registry.packuments.slice(asked)).not.toContain(pkg.name);
+    expect(
+      existsSync(path.join(server.env.XDG_CACHE_HOME, "opencode", "packages", `${pkg.name}@${pkg.version}`)),
+    ).toBe(false);
+    // OpenCode's own install in .opencode left the plugin file alone, and git would commit it.
+    expect(readFileSync(pluginFile(tarProject), "utf8")).toContain(`from "${pkg.name}"`);
+    const ignored = spawnSync("git", ["-C", tarProject, "check-ignore", "-q", pluginFile(tarProject)]);
+    expect(ignored.status).toBe(1);
+  }, 180_000);
+
+  test("a copy of the project on another path loads its own copy; the original's node_modules is gone", async () => {
+    await server?.stop();
+    mkdirSync(path.dirname(clone), { recursive: true });
+    cpSync(tarProject, clone, { recursive: true, verbatimSymlinks: true });
+    rmSync(path.join(tarProject, "node_modules"), { recursive: true, force: true });
+    const names = await pluginToolNames();
+    expect(await serveAndList(clone)).toEqual(expect.arrayContaining(names));
+    const doctor = await run(
+      "npx",
+      ["--no-install", "opencode-teams", "doctor", "--json"],
+      clone,
+      npmEnv(),
+    ).catch((error: Error) => error.message);
+    expect(doctor).toContain('"name": "plugin loads",\n      "level": "ok"');
+    expect(doctor).toContain(path.join(clone, "node_modules", pkg.name));
+  }, 180_000);
 });
