@@ -2,7 +2,7 @@
 // plugin into `<cache>/opencode/packages/<spec>/` and, when the registry has no such package, leaves that folder
 // empty and says nothing: "start opencode once more" would never help.
 import { existsSync } from "node:fs";
-import type { Check } from "./doctor.ts";
+import type { Check } from "./doctor-check.ts";
 import { PACKAGE_NAME } from "./plugin-config.ts";
 import { PLUGIN_FILE } from "./plugin-file.ts";
 import { installSource } from "./plugin-source.ts";

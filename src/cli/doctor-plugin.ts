@@ -7,7 +7,7 @@ import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { PluginInput } from "@opencode-ai/plugin";
 import { createOpencodeClient } from "@opencode-ai/sdk";
-import type { Check } from "./doctor.ts";
+import type { Check } from "./doctor-check.ts";
 import { missingCopy } from "./doctor-install.ts";
 import { configFiles, isPathSpec, PACKAGE_NAME, parseConfig, xdgDir } from "./plugin-config.ts";
 import { PLUGIN_FILE } from "./plugin-file.ts";

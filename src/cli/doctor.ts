@@ -3,19 +3,10 @@ import path from "node:path";
 import { resolveOpencodeBinary } from "../edges/opencode-binary.ts";
 import type { TeamsContext } from "../operations/context.ts";
 import { walkStorage } from "../state/storage-walk.ts";
+import type { Check } from "./doctor-check.ts";
 import { checkPluginConfigured, checkPluginLoads } from "./doctor-plugin.ts";
 import type { Painter } from "./format.ts";
 import { terminalLine } from "./terminal-text.ts";
-
-export type CheckLevel = "ok" | "warn" | "fail";
-
-export interface Check {
-  name: string;
-  level: CheckLevel;
-  detail: string;
-  /** What to do about it, when something is to be done. */
-  fix?: string;
-}
 
 async function runVersion(argv: string[]): Promise<string | undefined> {
   try {
