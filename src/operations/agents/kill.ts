@@ -6,9 +6,10 @@ import type { TeamsContext } from "../context.ts";
 import { errorText, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
 import { agentLabel, agentNotFound } from "./agent-words.ts";
+import { endUnknownAgent } from "./end-unknown-agent.ts";
 import { type FinishHow, type FinishResult, finishAgent, readAgentOrFail } from "./finish.ts";
 import { recordedModel } from "./model.ts";
-import { endUnknownAgent, findUnknownAgent } from "./unknown-agents.ts";
+import { findUnknownAgent } from "./unknown-agents.ts";
 
 export interface KillAgentInput {
   teamName: string;
