@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { basicAuthHeaders } from "../src/edges/opencode-client.ts";
 import { recordedCredentials } from "../src/edges/server-auth.ts";
-import { quoteTmuxArg } from "../src/edges/tmux.ts";
+import { quoteTmuxArg } from "../src/edges/tmux-syntax.ts";
 import { type ServerInfo, ServerInfoSchema } from "../src/state/schemas.ts";
 
 export interface Spawned {
