@@ -1,7 +1,7 @@
 import { closeSync, linkSync, openSync, readSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { removeNow } from "./lock.ts";
+import { removeNow } from "./lock-instance.ts";
 import { makePrivateDirNow } from "./modes.ts";
 import { type HeartbeatRecord, HeartbeatRecordSchema } from "./schemas.ts";
 import { corruptWarning, quarantine, type ReadOptions, writeTempNow } from "./store.ts";

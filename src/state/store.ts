@@ -3,7 +3,8 @@ import { closeSync, openSync, readFileSync, renameSync, writeFileSync } from "no
 import { link, mkdir, open, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { z } from "zod";
-import { type LockTiming, removeNow, withFileLock } from "./lock.ts";
+import { type LockTiming, withFileLock } from "./lock.ts";
+import { removeNow } from "./lock-instance.ts";
 import {
   makePrivateDir,
   makePrivateDirNow,

@@ -1,5 +1,5 @@
 import { lstat, rmdir, unlink } from "node:fs/promises";
-import { ASIDE_GUARD_NAME } from "./lock.ts";
+import { ASIDE_GUARD_NAME } from "./lock-takeover.ts";
 import type { StoragePaths } from "./paths.ts";
 import { walkStorage } from "./storage-walk.ts";
 import { TEMP_NAME } from "./store.ts";
@@ -42,9 +42,9 @@ async function removeIfOld(file: string, kind: Leftover, before: number): Promis
 /**
  * Remove what a process of this plugin left when it died between creating a temporary name and renaming it into place
  * or removing it, last touched before `before` (ms since the epoch): a write's temporary file (store.ts TEMP_NAME), or
- * a takeover guard it had moved aside (lock.ts ASIDE_GUARD_NAME). No reader takes them for state, but nothing else
- * removes them. A write's temporary name that is a link is neither followed nor removed; an unlink of a guard's link
- * removes the link alone. Returns how many went.
+ * a takeover guard it had moved aside (lock-takeover.ts ASIDE_GUARD_NAME). No reader takes them for state, but
+ * nothing else removes them. A write's temporary name that is a link is neither followed nor removed; an unlink of a
+ * guard's link removes the link alone. Returns how many went.
  */
 export async function removeStrayTemps(paths: StoragePaths, before: number): Promise<number> {
   let removed = 0;

@@ -1,4 +1,4 @@
-import { LockDirectoryMissingError } from "../../state/lock.ts";
+import { LockDirectoryMissingError } from "../../state/lock-instance.ts";
 import { assertAgentId, assertTeamName, InvalidNameError } from "../../state/paths.ts";
 import type {
   AgentState,
