@@ -80,6 +80,8 @@ export const WaitingForSchema = z.object({
   title: z.string(),
   /** What the permission covers (e.g. the command), when the server says. */
   pattern: z.string().optional(),
+  /** What an "always" answer allows from then on (the server's `always` patterns), when the server says. */
+  always: z.string().optional(),
   since: isoDate,
   /** Set once the sweep reminded the leader that the request is still open (once per request). */
   remindedAt: isoDate.optional(),

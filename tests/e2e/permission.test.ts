@@ -129,7 +129,7 @@ test("real server: a bash call that asks shows waitingFor, tells the leader once
     expect(notices).toHaveLength(round);
     // The delivery puts a header line above the notice's text (who sent it, its id).
     expect(notices[round - 1]).toEndWith(
-      `Agent worker-1 (${worker.agentId}) is waiting for permission: bash (echo ${marker}). Answer with answer-permission (requestId "${waiting.requestId}").`,
+      `Agent worker-1 (${worker.agentId}) is waiting for permission: bash (echo ${marker}) ["always" allows: echo *]. Answer with answer-permission (requestId "${waiting.requestId}").`,
     );
 
     const answered = (await callTool(server, leaderSession, "answer-permission", {

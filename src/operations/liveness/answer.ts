@@ -80,6 +80,23 @@ function notPendingError(
   );
 }
 
+/**
+ * OpenCode answers "always" for the request named and, with it, every other pending permission request of the
+ * session its `always` patterns cover: those would be answered unseen. So "always" waits until the named request is
+ * the agent's only pending permission request.
+ */
+function refuseWiderAlways(
+  agent: AgentState,
+  request: WaitingRequest,
+  pending: readonly WaitingRequest[],
+): void {
+  const others = pending.filter((item) => item.kind === "permission" && item.requestId !== request.requestId);
+  if (request.kind !== "permission" || others.length === 0) return;
+  throw new CallerError(
+    `An "always" answer to '${request.requestId}' of ${agentLabel(agent)} would also answer, unseen, its other pending requests that the new rule covers (OpenCode answers them with it). Nothing was answered. ${pendingNowText(pending)} Answer them one by one ("once" or "reject"), then "always" if you still mean it.`,
+  );
+}
+
 /** The agent's pending requests as the server lists them now: what the CLI shows before it answers. */
 export async function pendingRequestsOf(
   ctx: TeamsContext,
@@ -104,6 +121,7 @@ async function answerFor(
     const { agent, pending } = await pendingRequestsOf(ctx, team, input.agentId);
     const request = pending.find((item) => item.requestId === input.requestId);
     if (!request) throw notPendingError(agent, input.requestId, pending);
+    if (input.response === "always") refuseWiderAlways(agent, request, pending);
     await sendAnswer(ctx, agent, request, input.response, input.message);
     return { agent, request };
   });

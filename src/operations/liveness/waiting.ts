@@ -39,10 +39,18 @@ export function readable(text: string, max = READABLE_CHARS): string {
   return text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text;
 }
 
-/** One request on one line, as refusals and the CLI show it: `permission per_1: bash (git push)`. */
+/**
+ * What an "always" answer would allow from then on: OpenCode's `always` patterns of the request, often wider than
+ * the request itself (`*`, every edit, for an edit of one file; `rm *` for `rm -rf build`).
+ */
+function alwaysScope(request: WaitingRequest): string {
+  return request.always ? ` ["always" allows: ${readable(request.always)}]` : "";
+}
+
+/** One request on one line, as refusals and the CLI show it: `permission per_1: bash (git push) ["always" allows: git push *]`. */
 export function requestLine(request: WaitingRequest): string {
   const pattern = request.pattern ? ` (${readable(request.pattern)})` : "";
-  return `${request.kind} ${request.requestId}: ${readable(request.title)}${pattern}`;
+  return `${request.kind} ${request.requestId}: ${readable(request.title)}${pattern}${alwaysScope(request)}`;
 }
 
 /** What the agent waits for, as the end of a sentence (a question keeps its own question mark). */
@@ -51,7 +59,7 @@ function described(waiting: WaitingRequest): string {
     const question = `an answer to its question: ${waiting.title}`;
     return /[.?!]$/.test(question) ? question : `${question}.`;
   }
-  return `permission: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}.`;
+  return `permission: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}${alwaysScope(waiting)}.`;
 }
 
 /** How to answer: the tool, naming the request by id (an answer goes only to the request named), or the pane. */
