@@ -208,12 +208,16 @@ export class SdkOpencodeApi implements OpencodeApi {
     return response.json();
   }
 
-  async answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void> {
-    await this.post(
-      `/session/${encodeURIComponent(request.sessionId)}/permissions/${encodeURIComponent(request.requestId)}`,
-      request.directory,
-      { response },
-    );
+  async answerPermission(
+    request: PendingRequestRef,
+    response: "once" | "always" | "reject",
+    message?: string,
+  ): Promise<void> {
+    // The older `/session/{id}/permissions/{id}` route takes no message; this one carries a reject's reason.
+    await this.post(`/permission/${encodeURIComponent(request.requestId)}/reply`, request.directory, {
+      reply: response,
+      ...(message !== undefined ? { message } : {}),
+    });
   }
 
   async answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void> {

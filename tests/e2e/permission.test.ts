@@ -137,6 +137,8 @@ test("real server: a bash call that asks shows waitingFor, tells the leader once
       agentId: worker.agentId,
       requestId: waiting.requestId,
       response,
+      // A reject's reason reaches the agent as the user's feedback on its failed tool call.
+      ...(response === "reject" ? { message: "no echo, please" } : {}),
     })) as { success: boolean; requestId: string };
     expect(answered).toMatchObject({ success: true, requestId: waiting.requestId });
     await server.waitForIdle(workerSession, { timeoutMs: 30_000 });
@@ -146,6 +148,7 @@ test("real server: a bash call that asks shows waitingFor, tells the leader once
       expect(bash?.output).toContain(marker);
     } else {
       expect(bash?.status).toBe("error");
+      expect(bash?.error).toContain("no echo, please");
     }
     await waitFor(async () => (await read()).waitingFor === null, {
       timeoutMs: 5_000,

@@ -144,12 +144,16 @@ export class FakeOpencode implements OpencodeApi {
   }
 
   /** Answers given through answerPermission / answerQuestion, in order. */
-  answers: { request: PendingRequestRef; response: string }[] = [];
+  answers: { request: PendingRequestRef; response: string; message?: string }[] = [];
 
-  async answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void> {
+  async answerPermission(
+    request: PendingRequestRef,
+    response: "once" | "always" | "reject",
+    message?: string,
+  ): Promise<void> {
     this.check(`answerPermission ${request.requestId}`);
     this.session(request.sessionId);
-    this.answers.push({ request, response });
+    this.answers.push({ request, response, ...(message !== undefined ? { message } : {}) });
     this.settle(request.requestId);
   }
 

@@ -119,10 +119,18 @@ export async function sendAnswer(
 ): Promise<void> {
   const server = await ctx.edges.projectServer();
   if (!server) throw new CallerError(NO_SERVER);
+  if (message !== undefined && (waiting.kind === "permission") === (response !== "reject")) {
+    throw new CallerError(
+      waiting.kind === "permission"
+        ? `Nothing was answered: allowing a permission carries no message to the agent. Allow it without one (and send the words with a message to the agent), or refuse it with the message as the reason.`
+        : `Nothing was answered: refusing a question carries no message to the agent. Refuse it without one, or answer the question with the message.`,
+    );
+  }
   if (waiting.kind === "permission") {
     await server.answerPermission(
       { sessionId: agent.sessionId, requestId: waiting.requestId, directory: agent.cwd },
       response,
+      message,
     );
     return;
   }
