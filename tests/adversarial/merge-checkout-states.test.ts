@@ -163,3 +163,20 @@ test("a branch without a commit yet is named as such, not as a detached HEAD", a
   expect(error).toContain("no commit yet");
   expect(error).not.toContain("detached");
 });
+
+describe("a merge whose result is not the one checked", () => {
+  test("merge options in the leader's git config (branch.main.mergeOptions -s ours) keep the agent's branch and say so", async () => {
+    const agent = await completedAgentWith({ "feature.txt": "agent\n" });
+    git(repo, "config", "branch.main.mergeOptions", "-s ours");
+    const merged = await merge(agent.agentId);
+    expect(merged.success).toBe(true);
+    // git merged nothing of the branch: its work is in no file of the checkout, so its branch is all that holds it.
+    expect(existsSync(path.join(repo, "feature.txt"))).toBe(false);
+    expect(merged.worktreeRemoved).toBe(false);
+    expect(git(repo, "branch", "--list", agent.worktree.branch)).not.toBe("");
+    expect(existsSync(agent.worktree.path)).toBe(true);
+    const warnings = (merged.warnings as string[] | undefined)?.join("\n") ?? "";
+    expect(warnings).toContain("feature.txt");
+    expect(warnings).toContain("mergeOptions");
+  });
+});

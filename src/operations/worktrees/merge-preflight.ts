@@ -18,6 +18,8 @@ export interface MergePlan {
   merged: CommitLine[];
   /** What the merge creates, changes and deletes in the checkout (HEAD against the merged tree). */
   changes: TreeChange[];
+  /** The tree the checked merge gives (`git merge-tree`): what the merge's commit should hold. */
+  tree: string;
 }
 
 export type Preflight = { plan: MergePlan } | { refused: string };
@@ -78,7 +80,7 @@ export async function mergePreflight(
   const changes = await git.treeChanges(repo, head, tree);
   const atRisk = await leaderFilesAtRisk(ctx, repo, changes);
   if (atRisk) return refuse(`${atRisk} ${NOTHING_CHANGED}`);
-  return { plan: { into, head, tip, merged, changes } };
+  return { plan: { into, head, tip, merged, changes, tree } };
 }
 
 function refuse(text: string): Preflight {
