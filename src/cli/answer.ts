@@ -64,8 +64,12 @@ async function answerShown(
   try {
     const team = await loadTeam(ctx, input.teamName);
     const { items } = await ctx.store.listAgentViews(team.name);
-    // The status table shows a running agent by name: that name may stand for its id.
-    const named = items.find(({ state }) => state.name === input.agent && isRunning(state.status));
+    // The status table shows a running agent by name: that name may stand for its id. An id is never read as a
+    // name, since a name may be any text, another agent's id included.
+    const byId = items.some(({ state }) => state.agentId === input.agent);
+    const named = byId
+      ? undefined
+      : items.find(({ state }) => state.name === input.agent && isRunning(state.status));
     const { agent, pending } = await pendingRequestsOf(ctx, team, named?.state.agentId ?? input.agent);
     const request = chosen(pending, input.flags.request);
     const who = `Agent '${agent.name}' (${agent.agentId})`;
