@@ -74,8 +74,8 @@ export interface OpencodeApi {
     response: "once" | "always" | "reject",
     message?: string,
   ): Promise<void>;
-  /** Answer a pending question with `answer`, or reject it when `answer` is undefined. */
-  answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void>;
+  /** Answer a pending question with one answer per question it asks, or reject it when `answers` is undefined. */
+  answerQuestion(request: PendingRequestRef, answers: readonly string[] | undefined): Promise<void>;
   /** The text of every user message of the session, oldest first (a message's text parts joined with "\n"). */
   userMessageTexts(sessionId: string): Promise<string[]>;
   usage(sessionId: string): Promise<SessionUsage>;

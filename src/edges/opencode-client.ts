@@ -220,10 +220,13 @@ export class SdkOpencodeApi implements OpencodeApi {
     });
   }
 
-  async answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void> {
+  async answerQuestion(request: PendingRequestRef, answers: readonly string[] | undefined): Promise<void> {
     const id = encodeURIComponent(request.requestId);
-    if (answer === undefined) await this.post(`/question/${id}/reject`, request.directory, undefined);
-    else await this.post(`/question/${id}/reply`, request.directory, { answers: [[answer]] });
+    if (answers === undefined) await this.post(`/question/${id}/reject`, request.directory, undefined);
+    else {
+      const body = { answers: answers.map((answer) => [answer]) };
+      await this.post(`/question/${id}/reply`, request.directory, body);
+    }
   }
 
   /** A POST the 1.x SDK has no method for; the server scopes requests by `directory`. */

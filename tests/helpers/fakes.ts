@@ -144,7 +144,7 @@ export class FakeOpencode implements OpencodeApi {
   }
 
   /** Answers given through answerPermission / answerQuestion, in order. */
-  answers: { request: PendingRequestRef; response: string; message?: string }[] = [];
+  answers: { request: PendingRequestRef; response: string; message?: string; answers?: string[] }[] = [];
 
   async answerPermission(
     request: PendingRequestRef,
@@ -157,9 +157,14 @@ export class FakeOpencode implements OpencodeApi {
     this.settle(request.requestId);
   }
 
-  async answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void> {
+  async answerQuestion(request: PendingRequestRef, answers: readonly string[] | undefined): Promise<void> {
     this.check(`answerQuestion ${request.requestId}`);
-    this.answers.push({ request, response: answer ?? "reject" });
+    // `response`: the first answer (or "reject"), as a one-question answer reads; `answers`: all, when several.
+    this.answers.push({
+      request,
+      response: answers?.[0] ?? "reject",
+      ...(answers && answers.length > 1 ? { answers: [...answers] } : {}),
+    });
     this.settle(request.requestId);
   }
 

@@ -9,7 +9,7 @@ import { runAnswer } from "../../src/cli/answer.ts";
 import { EventMonitor } from "../../src/operations/liveness/monitor.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { leadTeam } from "../helpers/team.ts";
+import { leaderInbox, leadTeam } from "../helpers/team.ts";
 
 let ctx: TestContext;
 afterEach(() => ctx?.cleanup());
@@ -56,4 +56,46 @@ test("deny --message on a question is refused: a question's refusal carries no m
   expect(await runAnswer(ctx, "deny", ["alpha", "pusher"], flags, print)).toBe(1);
   expect(printed.at(-1)).toContain("carries no message");
   expect(ctx.server.answers).toHaveLength(0);
+});
+
+/** A question tool call asking two questions at once, as OpenCode lists it. */
+async function askingTwo() {
+  ctx = await makeTestContext();
+  await leadTeam(ctx);
+  const session = ctx.server.addSession({ activity: "busy" });
+  const agent = await addAgent(ctx, "alpha", { name: "asker", sessionId: session.id });
+  const properties = {
+    id: "que_two",
+    sessionID: session.id,
+    questions: [{ question: "Which branch?" }, { question: "Run the slow tests?" }],
+  };
+  const monitor = new EventMonitor(ctx);
+  monitor.handleEvent({ type: "question.asked", properties } as unknown as Event);
+  await monitor.settled();
+  ctx.server.pending.push({ kind: "question", properties });
+  return agent;
+}
+
+test("two questions at once: one line per answer reaches each question; other text reaches both, none is left unanswered", async () => {
+  const agent = await askingTwo();
+  const lines = { always: false, message: "main\nyes", request: "que_two" };
+  expect(await runAnswer(ctx, "approve", ["alpha", "asker"], lines, print)).toBe(0);
+  expect(ctx.server.answers.at(-1)?.answers).toEqual(["main", "yes"]);
+
+  const again = {
+    id: "que_again",
+    sessionID: agent.sessionId,
+    questions: [{ question: "a" }, { question: "b" }],
+  };
+  ctx.server.pending.push({ kind: "question", properties: again });
+  const one = { always: false, message: "main, and skip them", request: "que_again" };
+  expect(await runAnswer(ctx, "approve", ["alpha", "asker"], one, print)).toBe(0);
+  expect(ctx.server.answers.at(-1)?.answers).toEqual(["main, and skip them", "main, and skip them"]);
+});
+
+test("the notice of two questions says to answer one line each", async () => {
+  await askingTwo();
+  const notices = (await leaderInbox(ctx, "alpha")).map((message) => message.text).join("\n");
+  expect(notices).toContain("Which branch? / Run the slow tests?");
+  expect(notices).toContain("one line per question");
 });

@@ -79,7 +79,8 @@ export function questionAsked(props: Json): Signal | undefined {
       .filter((line): line is string => line !== undefined)
       .join(" / ") || "a question",
   );
-  return { kind: "waiting", sessionId, request: { kind: "question", requestId, title } };
+  const count = questions.length > 1 ? { questions: questions.length } : {};
+  return { kind: "waiting", sessionId, request: { kind: "question", requestId, title, ...count } };
 }
 
 function answered(props: Json): Signal | undefined {

@@ -64,7 +64,10 @@ function described(waiting: WaitingRequest): string {
 
 /** How to answer: the tool, naming the request by id (an answer goes only to the request named), or the pane. */
 function howToAnswer(agent: AgentState, waiting: WaitingRequest): string {
-  const message = waiting.kind === "question" ? ", message: <the answer>" : "";
+  const answer = waiting.questions
+    ? `<the answers, one line per question (${waiting.questions})>`
+    : "<the answer>";
+  const message = waiting.kind === "question" ? `, message: ${answer}` : "";
   const tool = `answer-permission (requestId "${waiting.requestId}"${message})`;
   // A headless agent has no pane to answer in.
   return agent.headless ? `Answer with ${tool}.` : `Answer with ${tool}, or in its pane.`;
@@ -141,6 +144,18 @@ export async function sendAnswer(
   }
   await server.answerQuestion(
     { sessionId: agent.sessionId, requestId: waiting.requestId, directory: agent.cwd },
-    response === "reject" ? undefined : message,
+    response === "reject" || message === undefined ? undefined : answersFor(message, waiting.questions ?? 1),
   );
+}
+
+/**
+ * One answer per question: the message's lines when it has one per question, else the whole message for each
+ * (OpenCode shows a question left without an answer to the agent as "Unanswered").
+ */
+function answersFor(message: string, questions: number): string[] {
+  const lines = message
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "");
+  return questions > 1 && lines.length === questions ? lines : Array(questions).fill(message);
 }
