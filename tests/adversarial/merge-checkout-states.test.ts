@@ -128,6 +128,17 @@ describe("an operation stopped half-way in the leader's checkout", () => {
     });
   }
 
+  test("a rebase stopped on a conflict (HEAD detached) is named as the rebase, not as a detached HEAD to leave", async () => {
+    await conflictingSide();
+    const agent = await completedAgentWith({ "feature.txt": "agent\n" });
+    git(repo, "checkout", "--quiet", "side");
+    expect(stop(["rebase", "main"]).exitCode).not.toBe(0);
+    const error = refusal(await merge(agent.agentId));
+    expect(error).toContain("rebase --continue");
+    expect(error).not.toContain("check out the branch");
+    expect(existsSync(gitPath("rebase-merge"))).toBe(true);
+  });
+
   test("a revert in progress is refused and its state kept", async () => {
     await commitFile(repo, "app.txt", "v2\n", "v2");
     await commitFile(repo, "app.txt", "v3\n", "v3");

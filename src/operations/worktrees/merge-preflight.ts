@@ -40,6 +40,14 @@ export async function mergePreflight(
 ): Promise<Preflight> {
   const git = gitOf(ctx);
   const [into, head] = await Promise.all([git.currentBranch(repo), git.headCommit(repo)]);
+  // First: a rebase detaches HEAD, and "check out a branch" would be the wrong advice in the middle of one. git's own
+  // merge refuses only some of these, and a commit made meanwhile would conclude a revert unseen.
+  const unfinished = await git.unfinishedOperation(repo);
+  if (unfinished) {
+    return refuse(
+      `The leader's checkout ${repo} is in the middle of ${unfinished === "am" ? "an am session" : `a ${unfinished}`}: finish it (\`git ${unfinished} --continue\`) or abort it (\`git ${unfinished} --abort\`) first. ${NOTHING_CHANGED}`,
+    );
+  }
   if (!into) {
     return refuse(
       `The leader's checkout ${repo} has no current branch (detached HEAD): check out the branch to merge into first. ${NOTHING_CHANGED}`,
@@ -53,13 +61,6 @@ export async function mergePreflight(
   if (await git.mergeInProgress(repo)) {
     return refuse(
       `The leader's checkout ${repo} is in the middle of a merge: conclude it (\`git commit\`) or abort it (\`git merge --abort\`) first. ${NOTHING_CHANGED}`,
-    );
-  }
-  // git's own merge refuses only some of these, and a commit made meanwhile would conclude a revert unseen.
-  const unfinished = await git.unfinishedOperation(repo);
-  if (unfinished) {
-    return refuse(
-      `The leader's checkout ${repo} is in the middle of ${unfinished === "am" ? "an am session" : `a ${unfinished}`}: finish it (\`git ${unfinished} --continue\`) or abort it (\`git ${unfinished} --abort\`) first. ${NOTHING_CHANGED}`,
     );
   }
   const staged = await git.stagedFiles(repo);
