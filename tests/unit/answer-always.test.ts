@@ -72,3 +72,15 @@ test('"always" with nothing else pending is answered', async () => {
     ["per_readme", "always"],
   ]);
 });
+
+test("a request pending for another session (a subagent the agent started) is refused as such, not as answered", async () => {
+  const agent = await editingWorker();
+  // The agent's task tool runs a subagent in a child session; its request carries the child's session id.
+  ctx.server.pending.push({ kind: "permission", properties: edit("ses_child", "per_child", "src/x.ts") });
+  const refused = await answer(agent, "per_child", "once");
+  expect(refused.success).toBe(false);
+  expect(refused.error).toContain("another session");
+  expect(refused.error).toContain("pane");
+  expect(refused.error).not.toContain("no longer pending");
+  expect(ctx.server.answers).toHaveLength(0);
+});
