@@ -24,11 +24,17 @@ interface AnswerFlags {
 }
 
 /** The request to answer: the one `--request` names, else the only one pending; a refusal text otherwise. */
-function chosen(pending: readonly WaitingRequest[], named: string | undefined): WaitingRequest | string {
+function chosen(
+  { pending, elsewhere }: { pending: readonly WaitingRequest[]; elsewhere: ReadonlySet<string> },
+  named: string | undefined,
+): WaitingRequest | string {
   if (named !== undefined) {
+    const why = elsewhere.has(named)
+      ? "is pending for another session (a subagent it started, or another agent): answer it in the agent's pane"
+      : "is not pending (answered, perhaps in the pane, or replaced)";
     return (
       pending.find((request) => request.requestId === named) ??
-      `request '${named.slice(0, 100)}' is not pending (answered, perhaps in the pane, or replaced). Nothing was answered. ${pendingNowText(pending)}`
+      `request '${named.slice(0, 100)}' ${why}. Nothing was answered. ${pendingNowText(pending)}`
     );
   }
   const [only] = pending;
@@ -64,10 +70,14 @@ async function answerShown(
   try {
     const team = await loadTeam(ctx, input.teamName);
     const { items } = await ctx.store.listAgentViews(team.name);
-    // The status table shows a running agent by name: that name may stand for its id.
-    const named = items.find(({ state }) => state.name === input.agent && isRunning(state.status));
-    const { agent, pending } = await pendingRequestsOf(ctx, team, named?.state.agentId ?? input.agent);
-    const request = chosen(pending, input.flags.request);
+    // The status table shows a running agent by name: that name may stand for its id. An id is never read as a
+    // name, since a name may be any text, another agent's id included.
+    const byId = items.some(({ state }) => state.agentId === input.agent);
+    const named = byId
+      ? undefined
+      : items.find(({ state }) => state.name === input.agent && isRunning(state.status));
+    const { agent, ...found } = await pendingRequestsOf(ctx, team, named?.state.agentId ?? input.agent);
+    const request = chosen(found, input.flags.request);
     const who = `Agent '${agent.name}' (${agent.agentId})`;
     if (typeof request === "string") return { success: false, error: `${who}: ${request}` };
     io.print(`Request of ${agent.name} (${agent.agentId}): ${requestLine(request)}`);

@@ -48,7 +48,7 @@ function answerCommand(name: "approve" | "deny"): CommandSpec {
         ? {
             always: {
               type: "boolean" as const,
-              help: "allow this kind of request for the rest of the session",
+              help: 'allow it and what its "always" patterns cover (shown), in its directory until the server stops',
             },
           }
         : {}),

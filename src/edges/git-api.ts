@@ -10,6 +10,9 @@ export interface TreeChange {
   path: string;
 }
 
+/** A git operation stopped half-way in a checkout, waiting for `--continue` or `--abort`. */
+export type UnfinishedOperation = "rebase" | "am" | "cherry-pick" | "revert";
+
 /** One worktree of a repository, as `git worktree list --porcelain` describes it. */
 export interface WorktreeEntry {
   /** Its directory, as git recorded it (symlinks resolved). */
@@ -100,6 +103,13 @@ export interface GitApi {
    * every ignored file at or under those paths one by one.
    */
   ignoredFiles(dir: string, under?: readonly string[]): Promise<string[]>;
+  /**
+   * Which of `paths` (relative to the top of `repo`'s work tree) the index marks assume-unchanged (`git update-index
+   * --assume-unchanged`): git does not look at their files, so `git status` hides an edit in them.
+   */
+  assumedUnchanged(repo: string, paths: readonly string[]): Promise<string[]>;
+  /** The rebase, am, cherry-pick or revert `repo` is in the middle of, or undefined (a merge: mergeInProgress). */
+  unfinishedOperation(repo: string): Promise<UnfinishedOperation | undefined>;
   /** Whether `repo` is in the middle of a merge (MERGE_HEAD exists). */
   mergeInProgress(repo: string): Promise<boolean>;
   /**

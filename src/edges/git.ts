@@ -1,4 +1,6 @@
-import type { CommitLine, GitApi, TreeChange, WorktreeEntry } from "./git-api.ts";
+import { existsSync } from "node:fs";
+import path from "node:path";
+import type { CommitLine, GitApi, TreeChange, UnfinishedOperation, WorktreeEntry } from "./git-api.ts";
 
 export class GitError extends Error {
   override name = "GitError";
@@ -298,6 +300,39 @@ export class GitCli implements GitApi {
     if (!under) return fields(await this.ok(dir, [...args, "--directory"]));
     if (under.length === 0) return [];
     return fields(await this.ok(dir, [...args, "--", ...under.map((entry) => `:(literal)${entry}`)]));
+  }
+
+  async assumedUnchanged(repo: string, paths: readonly string[]): Promise<string[]> {
+    const found: string[] = [];
+    for (let i = 0; i < paths.length; i += 500) {
+      const specs = paths.slice(i, i + 500).map((file) => `:(literal)${file}`);
+      // `-v` tags an entry marked assume-unchanged with a lower-case letter.
+      for (const entry of fields(await this.ok(repo, ["ls-files", "-z", "-v", "--", ...specs]))) {
+        if (/^[a-z] /.test(entry)) found.push(entry.slice(2));
+      }
+    }
+    return [...new Set(found)];
+  }
+
+  async unfinishedOperation(repo: string): Promise<UnfinishedOperation | undefined> {
+    const names = [
+      "rebase-merge",
+      "rebase-apply",
+      "rebase-apply/applying",
+      "CHERRY_PICK_HEAD",
+      "REVERT_HEAD",
+    ];
+    const out = await this.ok(repo, ["rev-parse", ...names.flatMap((name) => ["--git-path", name])]);
+    const present = out
+      .split("\n")
+      .slice(0, names.length)
+      .map((file) => existsSync(path.resolve(repo, file)));
+    const [rebaseMerge, rebaseApply, applying, cherryPick, revert] = present;
+    if (rebaseMerge || (rebaseApply && !applying)) return "rebase";
+    if (rebaseApply) return "am";
+    if (cherryPick) return "cherry-pick";
+    if (revert) return "revert";
+    return undefined;
   }
 
   async mergeInProgress(repo: string): Promise<boolean> {

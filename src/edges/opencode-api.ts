@@ -65,10 +65,17 @@ export interface OpencodeApi {
   messageCount(sessionId: string): Promise<number>;
   /** The permission requests and questions pending in these directories (a stream gap loses their events). */
   pendingRequests(directories: readonly string[]): Promise<PendingRequest[]>;
-  /** Answer a pending permission request (`POST /session/{id}/permissions/{requestId}`). */
-  answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void>;
-  /** Answer a pending question with `answer`, or reject it when `answer` is undefined. */
-  answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void>;
+  /**
+   * Answer a pending permission request (`POST /permission/{requestId}/reply`); `message` goes with a reject: the
+   * agent's tool call fails with it as the user's feedback.
+   */
+  answerPermission(
+    request: PendingRequestRef,
+    response: "once" | "always" | "reject",
+    message?: string,
+  ): Promise<void>;
+  /** Answer a pending question with one answer per question it asks, or reject it when `answers` is undefined. */
+  answerQuestion(request: PendingRequestRef, answers: readonly string[] | undefined): Promise<void>;
   /** The text of every user message of the session, oldest first (a message's text parts joined with "\n"). */
   userMessageTexts(sessionId: string): Promise<string[]>;
   usage(sessionId: string): Promise<SessionUsage>;

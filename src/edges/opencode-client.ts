@@ -208,18 +208,25 @@ export class SdkOpencodeApi implements OpencodeApi {
     return response.json();
   }
 
-  async answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void> {
-    await this.post(
-      `/session/${encodeURIComponent(request.sessionId)}/permissions/${encodeURIComponent(request.requestId)}`,
-      request.directory,
-      { response },
-    );
+  async answerPermission(
+    request: PendingRequestRef,
+    response: "once" | "always" | "reject",
+    message?: string,
+  ): Promise<void> {
+    // The older `/session/{id}/permissions/{id}` route takes no message; this one carries a reject's reason.
+    await this.post(`/permission/${encodeURIComponent(request.requestId)}/reply`, request.directory, {
+      reply: response,
+      ...(message !== undefined ? { message } : {}),
+    });
   }
 
-  async answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void> {
+  async answerQuestion(request: PendingRequestRef, answers: readonly string[] | undefined): Promise<void> {
     const id = encodeURIComponent(request.requestId);
-    if (answer === undefined) await this.post(`/question/${id}/reject`, request.directory, undefined);
-    else await this.post(`/question/${id}/reply`, request.directory, { answers: [[answer]] });
+    if (answers === undefined) await this.post(`/question/${id}/reject`, request.directory, undefined);
+    else {
+      const body = { answers: answers.map((answer) => [answer]) };
+      await this.post(`/question/${id}/reply`, request.directory, body);
+    }
   }
 
   /** A POST the 1.x SDK has no method for; the server scopes requests by `directory`. */

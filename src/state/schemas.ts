@@ -80,6 +80,10 @@ export const WaitingForSchema = z.object({
   title: z.string(),
   /** What the permission covers (e.g. the command), when the server says. */
   pattern: z.string().optional(),
+  /** What an "always" answer allows from then on (the server's `always` patterns), when the server says. */
+  always: z.string().optional(),
+  /** How many questions a question request asks at once, when more than one (each needs its own answer). */
+  questions: z.number().int().min(2).optional(),
   since: isoDate,
   /** Set once the sweep reminded the leader that the request is still open (once per request). */
   remindedAt: isoDate.optional(),

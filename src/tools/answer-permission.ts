@@ -27,7 +27,9 @@ export function answerPermissionTool(ctx: TeamsContext) {
         .string()
         .max(4_000)
         .optional()
-        .describe("For a question: the answer (required unless response is reject)"),
+        .describe(
+          "For a question: the answer (required unless response is reject). For a permission you reject: the reason, told to the agent",
+        ),
     },
     execute: (args, context) =>
       runTool(

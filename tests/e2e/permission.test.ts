@@ -129,7 +129,7 @@ test("real server: a bash call that asks shows waitingFor, tells the leader once
     expect(notices).toHaveLength(round);
     // The delivery puts a header line above the notice's text (who sent it, its id).
     expect(notices[round - 1]).toEndWith(
-      `Agent worker-1 (${worker.agentId}) is waiting for permission: bash (echo ${marker}). Answer with answer-permission (requestId "${waiting.requestId}").`,
+      `Agent worker-1 (${worker.agentId}) is waiting for permission: bash (echo ${marker}) ["always" allows: echo *]. Answer with answer-permission (requestId "${waiting.requestId}").`,
     );
 
     const answered = (await callTool(server, leaderSession, "answer-permission", {
@@ -137,6 +137,8 @@ test("real server: a bash call that asks shows waitingFor, tells the leader once
       agentId: worker.agentId,
       requestId: waiting.requestId,
       response,
+      // A reject's reason reaches the agent as the user's feedback on its failed tool call.
+      ...(response === "reject" ? { message: "no echo, please" } : {}),
     })) as { success: boolean; requestId: string };
     expect(answered).toMatchObject({ success: true, requestId: waiting.requestId });
     await server.waitForIdle(workerSession, { timeoutMs: 30_000 });
@@ -146,6 +148,7 @@ test("real server: a bash call that asks shows waitingFor, tells the leader once
       expect(bash?.output).toContain(marker);
     } else {
       expect(bash?.status).toBe("error");
+      expect(bash?.error).toContain("no echo, please");
     }
     await waitFor(async () => (await read()).waitingFor === null, {
       timeoutMs: 5_000,

@@ -144,18 +144,27 @@ export class FakeOpencode implements OpencodeApi {
   }
 
   /** Answers given through answerPermission / answerQuestion, in order. */
-  answers: { request: PendingRequestRef; response: string }[] = [];
+  answers: { request: PendingRequestRef; response: string; message?: string; answers?: string[] }[] = [];
 
-  async answerPermission(request: PendingRequestRef, response: "once" | "always" | "reject"): Promise<void> {
+  async answerPermission(
+    request: PendingRequestRef,
+    response: "once" | "always" | "reject",
+    message?: string,
+  ): Promise<void> {
     this.check(`answerPermission ${request.requestId}`);
     this.session(request.sessionId);
-    this.answers.push({ request, response });
+    this.answers.push({ request, response, ...(message !== undefined ? { message } : {}) });
     this.settle(request.requestId);
   }
 
-  async answerQuestion(request: PendingRequestRef, answer: string | undefined): Promise<void> {
+  async answerQuestion(request: PendingRequestRef, answers: readonly string[] | undefined): Promise<void> {
     this.check(`answerQuestion ${request.requestId}`);
-    this.answers.push({ request, response: answer ?? "reject" });
+    // `response`: the first answer (or "reject"), as a one-question answer reads; `answers`: all, when several.
+    this.answers.push({
+      request,
+      response: answers?.[0] ?? "reject",
+      ...(answers && answers.length > 1 ? { answers: [...answers] } : {}),
+    });
     this.settle(request.requestId);
   }
 

@@ -62,7 +62,13 @@ describe("permission events", () => {
     expect(classifyEvent(asked("ses_a"))).toEqual({
       kind: "waiting",
       sessionId: "ses_a",
-      request: { kind: "permission", requestId: "per_1", title: "bash", pattern: "git push" },
+      request: {
+        kind: "permission",
+        requestId: "per_1",
+        title: "bash",
+        pattern: "git push",
+        always: "git push *",
+      },
     });
     const sdkShape = {
       type: "permission.updated",
@@ -114,7 +120,7 @@ describe("permission events", () => {
     });
     const sent = await notices();
     expect(sent.map((message) => message.text)).toEqual([
-      `Agent worker-1 (${agent.agentId}) is waiting for permission: bash (git push). Answer with answer-permission (requestId "per_1").`,
+      `Agent worker-1 (${agent.agentId}) is waiting for permission: bash (git push) ["always" allows: git push *]. Answer with answer-permission (requestId "per_1").`,
     ]);
     expect(sent[0]?.deliveredAt).toBeDefined();
 

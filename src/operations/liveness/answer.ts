@@ -44,8 +44,13 @@ function endedError(agent: AgentState): CallerError {
   );
 }
 
-/** The requests the server holds open for the agent's session now, oldest first, as the server describes them. */
-async function serverPending(ctx: TeamsContext, agent: AgentState): Promise<WaitingRequest[]> {
+/** What the server holds open: the agent's session's requests, oldest first, and the ids pending for other sessions. */
+interface ServerPending {
+  pending: WaitingRequest[];
+  elsewhere: Set<string>;
+}
+
+async function serverPending(ctx: TeamsContext, agent: AgentState): Promise<ServerPending> {
   const server = await ctx.edges.projectServer();
   if (!server) throw new CallerError(NO_SERVER);
   const listed = await server.pendingRequests([agent.cwd]).catch((error: unknown) => {
@@ -54,12 +59,15 @@ async function serverPending(ctx: TeamsContext, agent: AgentState): Promise<Wait
     );
   });
   const requests: WaitingRequest[] = [];
+  const elsewhere = new Set<string>();
   for (const item of listed) {
     const signal =
       item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
-    if (signal?.kind === "waiting" && signal.sessionId === agent.sessionId) requests.push(signal.request);
+    if (signal?.kind !== "waiting") continue;
+    if (signal.sessionId === agent.sessionId) requests.push(signal.request);
+    else elsewhere.add(signal.request.requestId);
   }
-  return requests;
+  return { pending: requests, elsewhere };
 }
 
 /** What is pending now, for a refusal: each request by id, kind, title and pattern (cut), and how to answer it. */
@@ -70,13 +78,29 @@ export function pendingNowText(pending: readonly WaitingRequest[]): string {
   return `Pending now: ${shown.join("; ")}${more}. To answer one, look at it and pass its requestId.`;
 }
 
-function notPendingError(
+function notPendingError(agent: AgentState, requestId: string, found: ServerPending): CallerError {
+  const named = `Request '${requestId.slice(0, 100)}'`;
+  // A subagent the agent started (its task tool) asks in a session of its own, which is not the agent's.
+  const why = found.elsewhere.has(requestId)
+    ? `${named} is pending for another session than the one of ${agentLabel(agent)} (a subagent it started, or another agent): it cannot be answered through this agent; answer it in the agent's pane.`
+    : `${named} of ${agentLabel(agent)} is no longer pending (answered, perhaps in its pane, or replaced by another).`;
+  return new CallerError(`${why} Nothing was answered. ${pendingNowText(found.pending)}`);
+}
+
+/**
+ * OpenCode answers "always" for the request named and, with it, every other pending permission request of the
+ * session its `always` patterns cover: those would be answered unseen. So "always" waits until the named request is
+ * the agent's only pending permission request.
+ */
+function refuseWiderAlways(
   agent: AgentState,
-  requestId: string,
+  request: WaitingRequest,
   pending: readonly WaitingRequest[],
-): CallerError {
-  return new CallerError(
-    `Request '${requestId.slice(0, 100)}' of ${agentLabel(agent)} is no longer pending (answered, perhaps in its pane, or replaced by another). Nothing was answered. ${pendingNowText(pending)}`,
+): void {
+  const others = pending.filter((item) => item.kind === "permission" && item.requestId !== request.requestId);
+  if (request.kind !== "permission" || others.length === 0) return;
+  throw new CallerError(
+    `An "always" answer to '${request.requestId}' of ${agentLabel(agent)} would also answer, unseen, its other pending requests that the new rule covers (OpenCode answers them with it). Nothing was answered. ${pendingNowText(pending)} Answer them one by one ("once" or "reject"), then "always" if you still mean it.`,
   );
 }
 
@@ -85,10 +109,10 @@ export async function pendingRequestsOf(
   ctx: TeamsContext,
   team: TeamConfig,
   agentId: string,
-): Promise<{ agent: AgentState; pending: WaitingRequest[] }> {
+): Promise<{ agent: AgentState } & ServerPending> {
   const agent = await readAgentOrFail(ctx, team, agentId);
   if (!isRunning(agent.status)) throw endedError(agent);
-  return { agent, pending: await serverPending(ctx, agent) };
+  return { agent, ...(await serverPending(ctx, agent)) };
 }
 
 /**
@@ -101,9 +125,11 @@ async function answerFor(
   input: AnswerPermissionInput,
 ): Promise<AnswerPermissionResult> {
   const { agent, request } = await ctx.store.withAgentLock(team.name, input.agentId, async () => {
-    const { agent, pending } = await pendingRequestsOf(ctx, team, input.agentId);
+    const { agent, ...found } = await pendingRequestsOf(ctx, team, input.agentId);
+    const { pending } = found;
     const request = pending.find((item) => item.requestId === input.requestId);
-    if (!request) throw notPendingError(agent, input.requestId, pending);
+    if (!request) throw notPendingError(agent, input.requestId, found);
+    if (input.response === "always") refuseWiderAlways(agent, request, pending);
     await sendAnswer(ctx, agent, request, input.response, input.message);
     return { agent, request };
   });

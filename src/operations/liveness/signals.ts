@@ -54,10 +54,17 @@ export function permissionAsked(props: Json): Signal | undefined {
   if (!sessionId || !requestId) return undefined;
   const title = requestText(text(props.title) ?? text(props.permission) ?? text(props.type) ?? "permission");
   const pattern = patternOf(props.patterns) ?? patternOf(props.pattern);
+  const always = patternOf(props.always);
   return {
     kind: "waiting",
     sessionId,
-    request: { kind: "permission", requestId, title, ...(pattern ? { pattern: requestText(pattern) } : {}) },
+    request: {
+      kind: "permission",
+      requestId,
+      title,
+      ...(pattern ? { pattern: requestText(pattern) } : {}),
+      ...(always ? { always: requestText(always) } : {}),
+    },
   };
 }
 
@@ -72,7 +79,8 @@ export function questionAsked(props: Json): Signal | undefined {
       .filter((line): line is string => line !== undefined)
       .join(" / ") || "a question",
   );
-  return { kind: "waiting", sessionId, request: { kind: "question", requestId, title } };
+  const count = questions.length > 1 ? { questions: questions.length } : {};
+  return { kind: "waiting", sessionId, request: { kind: "question", requestId, title, ...count } };
 }
 
 function answered(props: Json): Signal | undefined {

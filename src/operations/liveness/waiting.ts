@@ -39,10 +39,18 @@ export function readable(text: string, max = READABLE_CHARS): string {
   return text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text;
 }
 
-/** One request on one line, as refusals and the CLI show it: `permission per_1: bash (git push)`. */
+/**
+ * What an "always" answer would allow from then on: OpenCode's `always` patterns of the request, often wider than
+ * the request itself (`*`, every edit, for an edit of one file; `rm *` for `rm -rf build`).
+ */
+function alwaysScope(request: WaitingRequest): string {
+  return request.always ? ` ["always" allows: ${readable(request.always)}]` : "";
+}
+
+/** One request on one line, as refusals and the CLI show it: `permission per_1: bash (git push) ["always" allows: git push *]`. */
 export function requestLine(request: WaitingRequest): string {
   const pattern = request.pattern ? ` (${readable(request.pattern)})` : "";
-  return `${request.kind} ${request.requestId}: ${readable(request.title)}${pattern}`;
+  return `${request.kind} ${request.requestId}: ${readable(request.title)}${pattern}${alwaysScope(request)}`;
 }
 
 /** What the agent waits for, as the end of a sentence (a question keeps its own question mark). */
@@ -51,12 +59,15 @@ function described(waiting: WaitingRequest): string {
     const question = `an answer to its question: ${waiting.title}`;
     return /[.?!]$/.test(question) ? question : `${question}.`;
   }
-  return `permission: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}.`;
+  return `permission: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}${alwaysScope(waiting)}.`;
 }
 
 /** How to answer: the tool, naming the request by id (an answer goes only to the request named), or the pane. */
 function howToAnswer(agent: AgentState, waiting: WaitingRequest): string {
-  const message = waiting.kind === "question" ? ", message: <the answer>" : "";
+  const answer = waiting.questions
+    ? `<the answers, one line per question (${waiting.questions})>`
+    : "<the answer>";
+  const message = waiting.kind === "question" ? `, message: ${answer}` : "";
   const tool = `answer-permission (requestId "${waiting.requestId}"${message})`;
   // A headless agent has no pane to answer in.
   return agent.headless ? `Answer with ${tool}.` : `Answer with ${tool}, or in its pane.`;
@@ -111,10 +122,18 @@ export async function sendAnswer(
 ): Promise<void> {
   const server = await ctx.edges.projectServer();
   if (!server) throw new CallerError(NO_SERVER);
+  if (message !== undefined && (waiting.kind === "permission") === (response !== "reject")) {
+    throw new CallerError(
+      waiting.kind === "permission"
+        ? `Nothing was answered: allowing a permission carries no message to the agent. Allow it without one (and send the words with a message to the agent), or refuse it with the message as the reason.`
+        : `Nothing was answered: refusing a question carries no message to the agent. Refuse it without one, or answer the question with the message.`,
+    );
+  }
   if (waiting.kind === "permission") {
     await server.answerPermission(
       { sessionId: agent.sessionId, requestId: waiting.requestId, directory: agent.cwd },
       response,
+      message,
     );
     return;
   }
@@ -125,6 +144,18 @@ export async function sendAnswer(
   }
   await server.answerQuestion(
     { sessionId: agent.sessionId, requestId: waiting.requestId, directory: agent.cwd },
-    response === "reject" ? undefined : message,
+    response === "reject" || message === undefined ? undefined : answersFor(message, waiting.questions ?? 1),
   );
+}
+
+/**
+ * One answer per question: the message's lines when it has one per question, else the whole message for each
+ * (OpenCode shows a question left without an answer to the agent as "Unanswered").
+ */
+function answersFor(message: string, questions: number): string[] {
+  const lines = message
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "");
+  return questions > 1 && lines.length === questions ? lines : Array(questions).fill(message);
 }

@@ -185,7 +185,12 @@ async function mergeDone(
   const { branch } = agent.worktree;
   const { into, head, tip, merged, changes } = done.plan;
   const commit = (await git.headCommit(repo)) ?? head;
-  const warnings = agent.status === "terminated" ? await removeMerged(ctx, agent.worktree, tip) : [];
+  const differs = await resultDiffers(ctx, repo, done.plan, commit);
+  const warnings = differs
+    ? [differs]
+    : agent.status === "terminated"
+      ? await removeMerged(ctx, agent.worktree, tip)
+      : [];
   const worktreeRemoved = !(await git.branchTip(repo, branch));
   ctx.log("info", `merged ${branch} into ${into}`, {
     agentId: agent.agentId,
@@ -205,6 +210,28 @@ async function mergeDone(
     worktreeRemoved,
     ...(warnings.length > 0 ? { warnings } : {}),
   };
+}
+
+/**
+ * Why the merge's commit does not hold the tree that was checked, or undefined when it does. git's merge reads
+ * options the check does not see (`branch.<name>.mergeOptions` such as `-s ours`, which merges none of the branch's
+ * changes) and hooks may change what is committed: then the agent's branch may be all that holds its work, so it
+ * is kept.
+ */
+async function resultDiffers(
+  ctx: TeamsContext,
+  repo: string,
+  plan: MergePlan,
+  commit: string,
+): Promise<string | undefined> {
+  const changed = await gitOf(ctx)
+    .treeChanges(repo, plan.tree, commit)
+    .catch(() => undefined);
+  if (changed?.length === 0) return undefined;
+  const where = changed
+    ? `in ${namedPaths(changed.map((change) => change.path))}`
+    : "(it could not be compared)";
+  return `The commit ${commit.slice(0, 12)} does not hold what the checked merge gives ${where}: git's merge read options the check does not see (\`git config branch.${plan.into}.mergeOptions\`: a \`-s ours\` there merges none of the branch's changes), or a hook changed the commit. Look at \`git show --stat ${commit.slice(0, 12)}\`. The agent's worktree and branch are kept: merge again, or take what is missing from ${plan.tip.slice(0, 12)}.`;
 }
 
 /** git's own words from a failure, cut to a readable length. */

@@ -18,6 +18,8 @@ export interface MergePlan {
   merged: CommitLine[];
   /** What the merge creates, changes and deletes in the checkout (HEAD against the merged tree). */
   changes: TreeChange[];
+  /** The tree the checked merge gives (`git merge-tree`): what the merge's commit should hold. */
+  tree: string;
 }
 
 export type Preflight = { plan: MergePlan } | { refused: string };
@@ -26,9 +28,9 @@ const NOTHING_CHANGED = "Nothing was changed.";
 
 /**
  * Whether the leader's checkout `repo` can take `tip` (the tip of the agent's `branch`) with nothing of the leader's
- * at risk: a current branch, no merge in progress, nothing staged (a squash would commit it, a failed commit would
- * lose it), no conflict, and nothing uncommitted, untracked or ignored at a path the merge writes or on the way to
- * one. Reads only: nothing is changed whatever the answer.
+ * at risk: a current branch with a commit, no merge, rebase, am, cherry-pick or revert in progress, nothing staged
+ * (a squash would commit it, a failed commit would lose it), no conflict, and nothing uncommitted (hidden by
+ * assume-unchanged included), untracked or ignored at a path the merge writes or on the way to one. Reads only: nothing is changed whatever the answer.
  */
 export async function mergePreflight(
   ctx: TeamsContext,
@@ -38,9 +40,22 @@ export async function mergePreflight(
 ): Promise<Preflight> {
   const git = gitOf(ctx);
   const [into, head] = await Promise.all([git.currentBranch(repo), git.headCommit(repo)]);
-  if (!into || !head) {
+  // First: a rebase detaches HEAD, and "check out a branch" would be the wrong advice in the middle of one. git's own
+  // merge refuses only some of these, and a commit made meanwhile would conclude a revert unseen.
+  const unfinished = await git.unfinishedOperation(repo);
+  if (unfinished) {
+    return refuse(
+      `The leader's checkout ${repo} is in the middle of ${unfinished === "am" ? "an am session" : `a ${unfinished}`}: finish it (\`git ${unfinished} --continue\`) or abort it (\`git ${unfinished} --abort\`) first. ${NOTHING_CHANGED}`,
+    );
+  }
+  if (!into) {
     return refuse(
       `The leader's checkout ${repo} has no current branch (detached HEAD): check out the branch to merge into first. ${NOTHING_CHANGED}`,
+    );
+  }
+  if (!head) {
+    return refuse(
+      `The leader's branch ${into} in ${repo} has no commit yet: commit on it first, or check out a branch that has commits. ${NOTHING_CHANGED}`,
     );
   }
   if (await git.mergeInProgress(repo)) {
@@ -66,7 +81,7 @@ export async function mergePreflight(
   const changes = await git.treeChanges(repo, head, tree);
   const atRisk = await leaderFilesAtRisk(ctx, repo, changes);
   if (atRisk) return refuse(`${atRisk} ${NOTHING_CHANGED}`);
-  return { plan: { into, head, tip, merged, changes } };
+  return { plan: { into, head, tip, merged, changes, tree } };
 }
 
 function refuse(text: string): Preflight {
@@ -86,6 +101,15 @@ async function leaderFilesAtRisk(
     (file) => involved.has(file) && !blocked.has(file),
   );
   const found: string[] = [];
+  const hidden = await gitOf(ctx).assumedUnchanged(
+    repo,
+    changes.filter((change) => change.status !== "A").map((change) => change.path),
+  );
+  if (hidden.length > 0) {
+    found.push(
+      `The leader's checkout marks files the merge changes as assume-unchanged (\`git update-index --assume-unchanged\`), so git does not see a local edit in them and the merge would overwrite it: ${namedPaths(hidden)}. Unmark them (\`git update-index --no-assume-unchanged -- <path>\`), commit or set aside what you changed, then merge again.`,
+    );
+  }
   if (dirty.length > 0) {
     found.push(
       `The leader's checkout has uncommitted changes to files the merge touches: ${namedPaths(dirty)}. Commit or set them aside first, then merge again.`,
