@@ -18,6 +18,7 @@ import { benchReal } from "./fig-real.ts";
 import { benchStatus } from "./fig-status.ts";
 import { benchSweep } from "./fig-sweep.ts";
 import { benchWorktree } from "./fig-worktree.ts";
+import { appendRun, earlierRatios } from "./history.ts";
 import { machineInfo } from "./machine.ts";
 import { lastProbe, settleFiles, settleLoad, type Waits } from "./settle.ts";
 import { timed } from "./setup.ts";
@@ -178,15 +179,19 @@ for (const group of GROUPS) {
     );
 }
 const totalS = (performance.now() - started) / 1000;
-const table = markdownTable(figures);
+const resultsDir = path.join(REPO_ROOT, "bench", "results");
+await mkdir(resultsDir, { recursive: true });
+const historyFile = path.join(resultsDir, "history.jsonl");
+const mode = `${full ? "full" : "short"}${noWait ? " --no-wait" : ""}`;
+const earlier = await earlierRatios(historyFile, mode);
+const table = markdownTable(figures.map((f) => ({ ...f, earlier: earlier.get(f.id) ?? [] })));
 const machineLine = `${machine.date.slice(0, 10)}, ${machine.cores} cores (${machine.cpu}), ${machine.memoryGiB} GiB RAM, ${machine.platform}; Node ${machine.node}, Bun ${machine.bun}, OpenCode ${machine.opencode}; ${full ? "--full" : "short run"}${noWait ? "; --no-wait" : ""}${only ? `; only ${[...only].join(",")}` : ""}`;
 const measuredLine = wrap(`Measured ${machineLine} (${totalS.toFixed(0)} s).`, WIDTH).join("\n");
 process.stdout.write(
   `\n${measuredLine}\n\n${table}\n\n(${totalS.toFixed(0)} s)${failed.length > 0 ? `; failed: ${failed.join(",")}` : ""}\n`,
 );
 
-const resultsDir = path.join(REPO_ROOT, "bench", "results");
-await mkdir(resultsDir, { recursive: true });
+await appendRun(historyFile, mode, machine.date, figures);
 await writeFile(
   path.join(resultsDir, "latest.json"),
   `${JSON.stringify({ machine, full, only: only ? [...only] : null, durationS: totalS, failed, figures }, null, 2)}\n`,

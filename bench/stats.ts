@@ -67,6 +67,8 @@ export interface Figure {
   /** Counts and simulated time do not depend on how busy the machine is: judged whatever the load. */
   loadFree?: boolean;
   notes?: string;
+  /** Set by the runner: this figure's ratio in the last earlier runs of the same mode on this machine, newest first. */
+  earlier?: number[];
 }
 
 /** Pairs of the per-round values two sides stored by round number (rounds either side missed are left out). */

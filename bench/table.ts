@@ -46,6 +46,8 @@ function noteOf(f: Figure, nameCut: boolean): string {
     const paired = f.floor.pairs ? `; ratio: median of ${f.floor.pairs} paired rounds` : "";
     parts.push(`Floor: ${f.floor.what}${also}${paired}`);
   }
+  if (f.earlier && f.earlier.length > 0)
+    parts.push(`Earlier runs here: ${f.earlier.map((r) => `${r.toFixed(2)}x`).join(", ")} (newest first)`);
   const target = f.target ? headOf(f.target).rest : undefined;
   if (target) parts.push(`Target ${target}`);
   const where: string[] = [];

@@ -1,7 +1,8 @@
 /**
- * Ctrl-C in the middle of `npm run bench`, twice (the second one during the cleanup the first started), once the
- * bench's figure 6 has real servers up: a leader's `opencode serve`, the project server the plugin started from
- * inside it, a private tmux server with an agent's `opencode attach` pane. Nothing of it may be left afterwards.
+ * `npm run bench` from outside: its options, and Ctrl-C in the middle of it, twice (the second one during the cleanup
+ * the first started), once the bench's figure 6 has real servers up: a leader's `opencode serve`, the project server
+ * the plugin started from inside it, a private tmux server with an agent's `opencode attach` pane. Nothing of it may
+ * be left afterwards.
  *
  * What the bench started is found here without the bench's own bookkeeping: the processes below it in the process
  * tree, the tmux servers on sockets named after its PID and their panes, and every process whose environment carries
@@ -167,4 +168,42 @@ describe("bench interrupted", () => {
     expect(benchSockets(started.pid)).toEqual([]);
     expect(readdirSync(tmpRoot)).toEqual([]);
   }, 150_000);
+});
+
+describe("bench options", () => {
+  /** Run the bench with `args`; its exit code and output, or undefined if it still runs after `timeoutMs`. */
+  async function bench(args: string[], timeoutMs = 20_000) {
+    const child = Bun.spawn([process.execPath, "bench/run.ts", ...args], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, TMPDIR: tmpRoot },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const code = await Promise.race([child.exited, Bun.sleep(timeoutMs).then(() => undefined)]);
+    if (code === undefined) {
+      // A run that started: interrupt it as a person would, so it cleans up after itself.
+      child.kill("SIGINT");
+      await child.exited;
+      return undefined;
+    }
+    return {
+      code,
+      stdout: await new Response(child.stdout).text(),
+      stderr: await new Response(child.stderr).text(),
+    };
+  }
+
+  test("--help prints the usage and runs nothing", async () => {
+    const out = await bench(["--help"]);
+    expect(out?.code).toBe(0);
+    expect(out?.stdout).toContain("Usage: npm run bench");
+    expect(out?.stdout).toContain("--full");
+  }, 40_000);
+
+  test("an unknown option is refused with the usage, exit 2, and runs nothing", async () => {
+    const out = await bench(["--ful"]);
+    expect(out?.code).toBe(2);
+    expect(out?.stderr).toContain('unknown option "--ful"');
+    expect(out?.stderr).toContain("Usage: npm run bench");
+  }, 40_000);
 });
