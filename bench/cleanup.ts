@@ -12,7 +12,7 @@
  */
 
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { tmux } from "../tests/e2e/harness/index.ts";
@@ -55,7 +55,9 @@ function startTime(pid: number): string | undefined {
 function runProcesses(id: string): Found[] {
   const mark = `${RUN_MARK}=${id}`;
   const found: Found[] = [];
-  for (const entry of readdirSync("/proc")) {
+  // Without /proc (not Linux) no process is found by its environment; tmux servers and projects are still cleaned.
+  const entries = existsSync("/proc") ? readdirSync("/proc") : [];
+  for (const entry of entries) {
     if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
     const pid = Number(entry);
     try {

@@ -148,6 +148,8 @@ say(
 );
 say(full ? "the full run: about 30 minutes on a quiet machine" : "the short run (--full for the long one)");
 const figures: Figure[] = [];
+/** Where each group's time went: waiting for the machine, and its own work. */
+const times: { id: string; loadWaitS: number; filesWaitS: number; runS: number }[] = [];
 const failed: string[] = [];
 for (const group of GROUPS) {
   if (only && !only.has(group.id)) continue;
@@ -157,6 +159,7 @@ for (const group of GROUPS) {
   say(
     `figure ${group.id}, ${group.what}… (load ${before.toFixed(2)} after ${loadWaitS.toFixed(0)} s, file create ${fileCreateUs.toFixed(0)} us after ${filesWaitS.toFixed(0)} s)`,
   );
+  const runStarted = performance.now();
   try {
     const measured = await withProgress(
       () => group.run(!full),
@@ -171,6 +174,9 @@ for (const group of GROUPS) {
       `figure ${group.id} failed: ${error instanceof Error ? `${error.name}: ${error.message}\n${error.stack ?? ""}` : JSON.stringify(error)}`,
     );
   }
+  const runS = (performance.now() - runStarted) / 1000;
+  times.push({ id: group.id, loadWaitS, filesWaitS, runS });
+  say(`  figure ${group.id}: ${runS.toFixed(0)} s`);
   // A group that failed half-way may have left servers up; the next group must not run beside them.
   const left = await stopAll(false);
   if (left.processes.length > 0)
@@ -194,7 +200,7 @@ process.stdout.write(
 await appendRun(historyFile, mode, machine.date, figures);
 await writeFile(
   path.join(resultsDir, "latest.json"),
-  `${JSON.stringify({ machine, full, only: only ? [...only] : null, durationS: totalS, failed, figures }, null, 2)}\n`,
+  `${JSON.stringify({ machine, full, only: only ? [...only] : null, durationS: totalS, times, failed, figures }, null, 2)}\n`,
 );
 // Only a complete full run speaks for the project.
 if (failed.length > 0) process.exitCode = 1;
