@@ -7,6 +7,7 @@
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import writeFileAtomic from "write-file-atomic";
 import { startRun, stopAll, stopping } from "./cleanup.ts";
 import { parseArgs, usage } from "./cli.ts";
 import { benchConcurrent } from "./fig-concurrent.ts";
@@ -207,7 +208,8 @@ if (failed.length > 0) process.exitCode = 1;
 else if (full && !only && !noWait) {
   const readmePath = path.join(REPO_ROOT, "README.md");
   const readme = await readFile(readmePath, "utf8").catch(() => "");
-  await writeFile(readmePath, withBenchSection(readme, `${measuredLine}\n\n${table}`));
+  // Atomically: a Ctrl-C while it is written must not leave half a README.
+  await writeFileAtomic(readmePath, withBenchSection(readme, `${measuredLine}\n\n${table}`));
   say("README.md: bench table updated");
 }
 await stopAll(true);
