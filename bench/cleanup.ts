@@ -21,6 +21,8 @@ import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
 const RUN_MARK = "OCT_BENCH_RUN";
 /** How long the run's processes get to exit on SIGTERM before SIGKILL. */
 const TERM_GRACE_MS = 3_000;
+/** Between groups, how long a process of the run gets to end by itself before it counts as left behind. */
+const SELF_EXIT_MS = 1_500;
 /** Passes over /proc: a process being forked while the previous pass killed its parent shows up in the next. */
 const SWEEP_PASSES = 5;
 
@@ -130,23 +132,31 @@ let exiting: Promise<Stopped> | undefined;
 /** Set by a second signal during the cleanup: no more grace, SIGKILL at once. */
 let urgent = false;
 
+/** Wait while any of `found` is still that process, at most `ms` (cut short by a second signal). */
+async function whileRunning(found: readonly Found[], ms: number): Promise<void> {
+  const deadline = performance.now() + ms;
+  while (!urgent && performance.now() < deadline && found.some((p) => startTime(p.pid) === p.started))
+    await Bun.sleep(50);
+}
+
 /**
  * Stop everything of the run still running: tmux servers first (their panes' `opencode attach` go with them), then
  * every marked process, SIGTERM and after TERM_GRACE_MS (or at once after a second signal) SIGKILL, then again until a
- * pass finds none. `removeFiles`: the temporary projects too (at the end of the run; between groups they are the
- * groups' own to remove). Returns what it found.
+ * pass finds none. Between groups the temporary projects stay (they are the groups' own to remove), and a
+ * process gets a second to end by itself first (a stopped server's reaper shell is still in its last `sleep 1`):
+ * only what outlives that is reported as left behind.
  */
-export async function stopAll(removeFiles: boolean): Promise<Stopped> {
+export async function stopAll(when: "between groups" | "at the end"): Promise<Stopped> {
+  const between = when === "between groups";
   const current = run;
   if (!current) return { processes: [] };
   stopTmux(current);
+  if (between) await whileRunning(runProcesses(current.id), SELF_EXIT_MS);
   const found = runProcesses(current.id);
   for (const p of found) signalIfSame(p, "SIGTERM");
-  const deadline = performance.now() + TERM_GRACE_MS;
-  while (!urgent && performance.now() < deadline && found.some((p) => startTime(p.pid) === p.started))
-    await Bun.sleep(50);
+  await whileRunning(found, TERM_GRACE_MS);
   killRemaining(current);
-  if (removeFiles) rmSync(current.tmpRoot, { recursive: true, force: true });
+  if (!between) rmSync(current.tmpRoot, { recursive: true, force: true });
   return { processes: found.map((p) => `${p.pid} ${p.command.slice(0, 80)}`) };
 }
 
@@ -176,7 +186,7 @@ export function stopping(): boolean {
 
 /** Clean up once (a second call joins the first) and exit with `code`. */
 function stopAndExit(code: number): Promise<void> {
-  exiting ??= stopAll(true);
+  exiting ??= stopAll("at the end");
   return exiting.then(
     () => process.exit(code),
     () => process.exit(code),

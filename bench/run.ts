@@ -179,7 +179,7 @@ for (const group of GROUPS) {
   times.push({ id: group.id, loadWaitS, filesWaitS, runS });
   say(`  figure ${group.id}: ${runS.toFixed(0)} s`);
   // A group that failed half-way may have left servers up; the next group must not run beside them.
-  const left = await stopAll(false);
+  const left = await stopAll("between groups");
   if (left.processes.length > 0)
     say(
       `  figure ${group.id} left ${left.processes.length} process(es) running, stopped: ${left.processes.join("; ")}`,
@@ -212,4 +212,4 @@ else if (full && !only && !noWait) {
   await writeFileAtomic(readmePath, withBenchSection(readme, `${measuredLine}\n\n${table}`));
   say("README.md: bench table updated");
 }
-await stopAll(true);
+await stopAll("at the end");

@@ -8,6 +8,8 @@ import type { Figure } from "./stats.ts";
 export const WIDTH = 120;
 /** The figure column never gets narrower than this, whatever the other columns take. */
 const MIN_NAME = 16;
+/** The spread column needs this many paired rounds. */
+const MIN_PAIRS_SPREAD = 4;
 
 export function fmt(value: number): string {
   if (!Number.isFinite(value)) return "-";
@@ -54,7 +56,7 @@ function noteOf(f: Figure, nameCut: boolean): string {
   if (f.load) where.push(`Load ${f.load.before.toFixed(1)} -> ${f.load.after.toFixed(1)}`);
   if (f.fileCreateUs !== undefined) where.push(`file create ${f.fileCreateUs.toFixed(0)} us`);
   if (f.noisy)
-    where.push("noisy: the load went above what the machine and the figure account for; not judged");
+    where.push("noisy (the load went above what the machine and the figure account for): not judged");
   if (where.length > 0) parts.push(where.join(", "));
   return parts.join(". ");
 }
@@ -78,7 +80,8 @@ const HEADER = ["#", "figure", "median", "floor", "ratio", "spread", "target", "
 const NAME_COLUMN = 1;
 
 function rowOf(f: Figure): string[] {
-  const q = f.floor?.pairRatios;
+  // Quartiles of fewer pairs say nothing (the short run's 6b has one).
+  const q = (f.floor?.pairs ?? 0) >= MIN_PAIRS_SPREAD ? f.floor?.pairRatios : undefined;
   return [
     f.id,
     f.name,
