@@ -1,6 +1,7 @@
 /**
  * What a bench run started, and the one cleanup that stops all of it: at the end of the run, after a figure group
- * (a group that failed half-way may leave its servers up), on SIGINT and SIGTERM, and on exit.
+ * (a group that failed half-way may leave its servers up), on SIGINT, SIGTERM and SIGHUP (the terminal closed), on an
+ * uncaught error, and on exit.
  *
  * The registry is the run's mark: `startRun` puts `OCT_BENCH_RUN=<id>` into the environment, and every process the run
  * starts inherits it, down to those it never sees start (the project server the plugin starts from inside a leader's
@@ -96,7 +97,7 @@ export function startRun(): void {
   run = { id: `${process.pid}-${randomBytes(4).toString("hex")}`, tmpRoot, sockets: new Set() };
   process.env[RUN_MARK] = run.id;
   process.env.TMPDIR = tmpRoot;
-  for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => onSignal(signal));
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => onSignal(signal));
   for (const event of ["uncaughtException", "unhandledRejection"] as const)
     process.on(event, (error: unknown) => {
       process.stderr.write(
@@ -193,7 +194,8 @@ function stopAndExit(code: number): Promise<void> {
   );
 }
 
-const SIGNAL_CODES = { SIGINT: 130, SIGTERM: 143 } as const;
+/** 128 + the signal's number, as a shell reports a process the signal ended. */
+const SIGNAL_CODES = { SIGHUP: 129, SIGINT: 130, SIGTERM: 143 } as const;
 
 function onSignal(signal: keyof typeof SIGNAL_CODES): void {
   if (exiting) {

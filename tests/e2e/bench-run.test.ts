@@ -1,6 +1,6 @@
 /**
  * `npm run bench` from outside: its options, and Ctrl-C in the middle of it, twice (the second one during the cleanup
- * the first started), once the bench's figure 6 has real servers up: a leader's `opencode serve`, the project server
+ * the first started), or a SIGTERM, once the bench's figure 6 has real servers up: a leader's `opencode serve`, the project server
  * the plugin started from inside it, a private tmux server with an agent's `opencode attach` pane. Nothing of it may
  * be left afterwards.
  *
@@ -109,15 +109,17 @@ async function until(ready: () => boolean, exited: () => boolean, timeoutMs: num
 }
 
 const tmpRoot = realpathSync(mkdtempSync(path.join(os.tmpdir(), "oct-bench-int-")));
-let seen: Proc[] = [];
-let sockets: string[] = [];
-let bench: ReturnType<typeof Bun.spawn> | undefined;
+/** What the tests saw the benches start, and the benches: cleaned up here whatever the benches did. */
+const seen: Proc[] = [];
+const sockets: string[] = [];
+const benches: ReturnType<typeof Bun.spawn>[] = [];
 
 afterAll(async () => {
-  if (bench && bench.exitCode === null && bench.signalCode === null) {
-    bench.kill("SIGKILL");
-    await bench.exited;
-  }
+  for (const bench of benches)
+    if (bench.exitCode === null && bench.signalCode === null) {
+      bench.kill("SIGKILL");
+      await bench.exited;
+    }
   // What the bench failed to stop, this test must not leave behind either.
   for (const p of seen.filter(alive)) process.kill(p.pid, "SIGKILL");
   for (const socket of sockets) {
@@ -127,47 +129,67 @@ afterAll(async () => {
   rmSync(tmpRoot, { recursive: true, force: true });
 });
 
+/** Start `bench/run.ts --only 6`, and wait until its first spawn-agent has the project server and a pane up. */
+async function benchMidSpawn(tmp: string) {
+  const started = Bun.spawn([process.execPath, "bench/run.ts", "--only", "6", "--no-wait"], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, TMPDIR: tmp },
+    stdout: "ignore",
+    stderr: "pipe",
+  });
+  benches.push(started);
+  const log = new Response(started.stderr).text();
+  let exited = false;
+  void started.exited.then(() => {
+    exited = true;
+  });
+  const servers = () => carryingTmp(tmp).filter((p) => / serve( |$)/.test(p.command)).length;
+  const panes = () => benchSockets(started.pid).flatMap((s) => tmux.listPanes(s)).length;
+  const reached = await until(
+    () => servers() >= 2 && panes() >= 1,
+    () => exited,
+    80_000,
+  );
+  if (!reached) throw new Error(`the bench never had its servers and a pane up:\n${exited ? await log : ""}`);
+  const itsSockets = benchSockets(started.pid);
+  sockets.push(...itsSockets);
+  const itsProcesses = [
+    ...descendants(started.pid),
+    ...itsSockets.flatMap(tmuxProcesses),
+    ...carryingTmp(tmp),
+  ].filter((p, i, all) => all.findIndex((q) => q.pid === p.pid) === i);
+  seen.push(...itsProcesses);
+  return { bench: started, processes: itsProcesses };
+}
+
 describe("bench interrupted", () => {
-  test("Ctrl-C twice while real servers and tmux panes are up leaves no process, tmux socket or temp project", async () => {
-    const started = Bun.spawn([process.execPath, "bench/run.ts", "--only", "6", "--no-wait"], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, TMPDIR: tmpRoot },
-      stdout: "ignore",
-      stderr: "pipe",
-    });
-    bench = started;
-    const log = new Response(started.stderr).text();
-    let exited = false;
-    void started.exited.then(() => {
-      exited = true;
-    });
-    // Mid-run: the first spawn-agent has started the project server and opened the agent's pane.
-    const servers = () => carryingTmp(tmpRoot).filter((p) => / serve( |$)/.test(p.command)).length;
-    const panes = () => benchSockets(started.pid).flatMap((s) => tmux.listPanes(s)).length;
-    const reached = await until(
-      () => servers() >= 2 && panes() >= 1,
-      () => exited,
-      80_000,
-    );
-    if (!reached)
-      throw new Error(`the bench never had its servers and a pane up:\n${exited ? await log : ""}`);
-    sockets = benchSockets(started.pid);
-    seen = [...descendants(started.pid), ...sockets.flatMap(tmuxProcesses), ...carryingTmp(tmpRoot)].filter(
-      (p, i, all) => all.findIndex((q) => q.pid === p.pid) === i,
-    );
+  test.each([
+    {
+      how: "Ctrl-C twice (the second during the cleanup)",
+      signals: ["SIGINT", "SIGINT"] as const,
+      code: 130,
+    },
+    { how: "SIGTERM", signals: ["SIGTERM"] as const, code: 143 },
+  ])(
+    "$how while real servers and tmux panes are up leaves no process, tmux socket or temp project",
+    async ({ signals, code }) => {
+      const tmp = mkdtempSync(path.join(tmpRoot, "run-"));
+      const { bench, processes } = await benchMidSpawn(tmp);
+      for (const [n, signal] of signals.entries()) {
+        // A second signal lands in the cleanup the first started (its SIGTERM grace alone lasts up to 3 s).
+        if (n > 0) await Bun.sleep(100);
+        bench.kill(signal);
+      }
+      const exit = await Promise.race([bench.exited, Bun.sleep(30_000).then(() => "still running")]);
+      expect(exit).toBe(code);
 
-    started.kill("SIGINT");
-    // The second one lands in the cleanup the first started (its SIGTERM grace alone lasts up to 3 s).
-    await Bun.sleep(100);
-    started.kill("SIGINT");
-    const code = await Promise.race([started.exited, Bun.sleep(30_000).then(() => "still running")]);
-    expect(code).toBe(130);
-
-    expect(seen.filter(alive).map((p) => `${p.pid} ${p.command}`)).toEqual([]);
-    expect(carryingTmp(tmpRoot).map((p) => `${p.pid} ${p.command}`)).toEqual([]);
-    expect(benchSockets(started.pid)).toEqual([]);
-    expect(readdirSync(tmpRoot)).toEqual([]);
-  }, 150_000);
+      expect(processes.filter(alive).map((p) => `${p.pid} ${p.command}`)).toEqual([]);
+      expect(carryingTmp(tmp).map((p) => `${p.pid} ${p.command}`)).toEqual([]);
+      expect(benchSockets(bench.pid)).toEqual([]);
+      expect(readdirSync(tmp)).toEqual([]);
+    },
+    150_000,
+  );
 });
 
 describe("bench options", () => {
