@@ -18,9 +18,9 @@ export function usage(groups: readonly { id: string; what: string }[]): string {
 Times each figure of opencode-teams beside its floor (the least work any implementation must do for it, measured in
 the same run) and prints the ratios in a table. bench/README.md explains the method and how to read the table.
 
-  (no option)      The short run: every figure group with few rounds and short waits (at most 20 s for the load,
-                   10 s for the disk, before each group). About 3-4 minutes on a quiet 2-core machine. Its ratios
-                   are rougher than a full run's; the README is left alone.
+  (no option)      The short run: every figure group with few rounds and short waits before each group (at most
+                   20 s for the load, none once it stops falling, and 10 s for the disk). About 3-4 minutes on a
+                   quiet 2-core machine. Its ratios are rougher than a full run's; the README is left alone.
   --full           The long paired run: many rounds, spread out in time, and waits of up to 150 s for the load and
                    120 s for the disk before each group. About 30 minutes on a quiet 2-core machine. A complete
                    --full run of every group rewrites the table in README.md.

@@ -22,7 +22,6 @@ import { benchWorktree } from "./fig-worktree.ts";
 import { appendRun, earlierRatios } from "./history.ts";
 import { machineInfo } from "./machine.ts";
 import { lastProbe, settleFiles, settleLoad, type Waits } from "./settle.ts";
-import { timed } from "./setup.ts";
 import { type Figure, withLoad } from "./stats.ts";
 import { markdownTable, WIDTH, wrap } from "./table.ts";
 
@@ -31,15 +30,28 @@ const START = "<!-- bench:start -->";
 const END = "<!-- bench:end -->";
 
 /** The short run's waits keep it within minutes; the full run's give each group a settled machine (settle.ts). */
-const SHORT_WAITS: Waits = { loadMaxMs: 20_000, filesMaxMs: 10_000, filesEveryMs: 1_000, firstWatchMs: 0 };
+const SHORT_WAITS: Waits = {
+  loadMaxMs: 20_000,
+  loadUntilFlat: true,
+  filesMaxMs: 10_000,
+  filesEveryMs: 1_000,
+  firstWatchMs: 0,
+};
 const FULL_WAITS: Waits = {
   loadMaxMs: 150_000,
+  loadUntilFlat: false,
   filesMaxMs: 120_000,
   filesEveryMs: 5_000,
   firstWatchMs: 30_000,
 };
 /** --no-wait: one probe of the disk, for the table's column, and no waiting. */
-const NO_WAITS: Waits = { loadMaxMs: 0, filesMaxMs: 0, filesEveryMs: 0, firstWatchMs: 0 };
+const NO_WAITS: Waits = {
+  loadMaxMs: 0,
+  loadUntilFlat: true,
+  filesMaxMs: 0,
+  filesEveryMs: 0,
+  firstWatchMs: 0,
+};
 /** A wait or a group running longer than this gets a progress line, and another every PROGRESS_EVERY_MS. */
 const PROGRESS_FIRST_MS = 5_000;
 const PROGRESS_EVERY_MS = 15_000;
@@ -103,20 +115,28 @@ async function withProgress<T>(work: () => Promise<T>, line: (seconds: number) =
 
 /** Wait for the load and then the disk to settle before a group; the disk's cost and how long each wait took. */
 async function settle(cores: number, waits: Waits) {
-  const loadWaitS =
-    (await withProgress(
-      () => timed(() => settleLoad(cores, waits.loadMaxMs)),
-      (s) =>
-        `waiting for the 1-minute load (${(os.loadavg()[0] ?? 0).toFixed(2)}) to fall to ${cores} (the cores): ${s} s so far, at most ${waits.loadMaxMs / 1000} s`,
-    )) / 1000;
+  const loadStarted = performance.now();
+  const load = await withProgress(
+    () => settleLoad(cores, waits.loadMaxMs, waits.loadUntilFlat),
+    (s) =>
+      `waiting for the 1-minute load (${(os.loadavg()[0] ?? 0).toFixed(2)}) to fall to ${cores} (the cores): ${s} s so far, at most ${waits.loadMaxMs / 1000} s`,
+  );
+  const loadWaitS = (performance.now() - loadStarted) / 1000;
   const filesStarted = performance.now();
   const fileCreateUs = await withProgress(
     () => settleFiles(waits),
     (s) =>
       `waiting for the disk to settle (a file create + unlink ${lastProbe.costUs.toFixed(0)} us, settled at ${lastProbe.limitUs.toFixed(0)} us): ${s} s so far, at most ${waits.filesMaxMs / 1000} s`,
   );
-  return { loadWaitS, fileCreateUs, filesWaitS: (performance.now() - filesStarted) / 1000 };
+  return { load, loadWaitS, fileCreateUs, filesWaitS: (performance.now() - filesStarted) / 1000 };
 }
+
+/** Why the load wait ended, when it did not settle: a busy machine is the reader's to know. */
+const LOAD_WAIT_END = {
+  settled: "",
+  "not falling": ", not falling: other programs' load",
+  "timed out": ", still falling",
+} as const;
 
 /** Replace what is between the markers; without markers, add them under a "## Performance" heading at the end. */
 function withBenchSection(readme: string, body: string): string {
@@ -155,10 +175,10 @@ const failed: string[] = [];
 for (const group of GROUPS) {
   if (only && !only.has(group.id)) continue;
   if (stopping()) break;
-  const { loadWaitS, fileCreateUs, filesWaitS } = await settle(machine.cores, waits);
+  const { load: loadEnd, loadWaitS, fileCreateUs, filesWaitS } = await settle(machine.cores, waits);
   const before = os.loadavg()[0] ?? 0;
   say(
-    `figure ${group.id}, ${group.what}… (load ${before.toFixed(2)} after ${loadWaitS.toFixed(0)} s, file create ${fileCreateUs.toFixed(0)} us after ${filesWaitS.toFixed(0)} s)`,
+    `figure ${group.id}, ${group.what}… (load ${before.toFixed(2)} after ${loadWaitS.toFixed(0)} s${LOAD_WAIT_END[loadEnd]}, file create ${fileCreateUs.toFixed(0)} us after ${filesWaitS.toFixed(0)} s)`,
   );
   const runStarted = performance.now();
   try {

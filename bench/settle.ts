@@ -8,10 +8,15 @@ import path from "node:path";
 import { createEmptyExclusive } from "./floors.ts";
 import { quantile } from "./stats.ts";
 
+/** Linux recomputes the load average every 5 s: over this long, a load that is falling has fallen. */
+const LOAD_FLAT_MS = 6_000;
+
 /** How long the bench waits before a group, at most, and how often it probes the disk: per mode (run.ts). */
 export interface Waits {
   /** For the load the previous group left to fall back to the core count. */
   loadMaxMs: number;
+  /** Stop waiting for the load once it no longer falls (settleLoad). */
+  loadUntilFlat: boolean;
   /** For a file's create + unlink to settle. */
   filesMaxMs: number;
   filesEveryMs: number;
@@ -23,10 +28,28 @@ export interface Waits {
  * The 1-minute load average decays with a one-minute time constant: after a group that kept five processes busy it
  * stays above the core count for a minute or more, and the next group would be judged noisy for what this bench did.
  * Wait (up to `maxMs`) until it is back at or below the core count; a machine that stays busier is noted as such.
+ * `untilFlat` (the short run): stop as well once the load has not fallen for LOAD_FLAT_MS. What this bench left keeps
+ * falling; a load that does not is other programs', which no wait of the bench's will end.
  */
-export async function settleLoad(cores: number, maxMs: number): Promise<void> {
+export async function settleLoad(
+  cores: number,
+  maxMs: number,
+  untilFlat = false,
+): Promise<"settled" | "not falling" | "timed out"> {
   const deadline = performance.now() + maxMs;
-  while ((os.loadavg()[0] ?? 0) > cores && performance.now() < deadline) await Bun.sleep(1_000);
+  const seen: { at: number; load: number }[] = [];
+  for (;;) {
+    const load = os.loadavg()[0] ?? 0;
+    const now = performance.now();
+    if (load <= cores) return "settled";
+    if (now >= deadline) return "timed out";
+    const earlier = seen.find(
+      (sample) => now - sample.at >= LOAD_FLAT_MS && now - sample.at < LOAD_FLAT_MS + 2_000,
+    );
+    if (untilFlat && earlier && load >= earlier.load) return "not falling";
+    seen.push({ at: now, load });
+    await Bun.sleep(1_000);
+  }
 }
 
 /**
