@@ -22,6 +22,7 @@ import { benchWorktree } from "./fig-worktree.ts";
 import { appendRun, earlierRatios } from "./history.ts";
 import { machineInfo } from "./machine.ts";
 import { lastProbe, settleFiles, settleLoad, type Waits } from "./settle.ts";
+import { lastNote } from "./setup.ts";
 import { type Figure, withLoad } from "./stats.ts";
 import { markdownTable, WIDTH, wrap } from "./table.ts";
 
@@ -136,7 +137,14 @@ const LOAD_WAIT_END = {
   settled: "",
   "not falling": ", not falling: other programs' load",
   "timed out": ", still falling",
+  "not waited": "",
 } as const;
+
+/** The group's last step done, if it noted one since `since`: what it went on to after it. */
+function sinceNote(since: number): string {
+  if (lastNote.at < since) return "";
+  return `; last step done ${((performance.now() - lastNote.at) / 1000).toFixed(0)} s ago: ${lastNote.text.slice(0, 60)}`;
+}
 
 /** Replace what is between the markers; without markers, add them under a "## Performance" heading at the end. */
 function withBenchSection(readme: string, body: string): string {
@@ -184,7 +192,7 @@ for (const group of GROUPS) {
   try {
     const measured = await withProgress(
       () => group.run(!full),
-      (s) => `figure ${group.id} still running: ${s} s so far`,
+      (s) => `figure ${group.id} (${group.what}) still running: ${s} s so far${sinceNote(runStarted)}`,
     );
     const load = { before, after: os.loadavg()[0] ?? 0 };
     figures.push(...withLoad(measured, load, group.own, machine.cores).map((f) => ({ ...f, fileCreateUs })));

@@ -35,7 +35,8 @@ export async function settleLoad(
   cores: number,
   maxMs: number,
   untilFlat = false,
-): Promise<"settled" | "not falling" | "timed out"> {
+): Promise<"settled" | "not falling" | "timed out" | "not waited"> {
+  if (maxMs <= 0) return "not waited";
   const deadline = performance.now() + maxMs;
   const seen: { at: number; load: number }[] = [];
   for (;;) {
