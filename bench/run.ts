@@ -13,6 +13,7 @@ import { parseArgs, usage } from "./cli.ts";
 import { benchConcurrent } from "./fig-concurrent.ts";
 import { benchDetectDefault } from "./fig-detect.ts";
 import { benchHeartbeat } from "./fig-heartbeat.ts";
+import { benchMessages } from "./fig-messages.ts";
 import { benchMonitor } from "./fig-monitor.ts";
 import { benchPermissionNotice } from "./fig-permission.ts";
 import { benchReal } from "./fig-real.ts";
@@ -83,12 +84,7 @@ const GROUPS: Group[] = [
   // 6 and 7b share one real server.
   { id: "6", what: "spawn and death, real opencode + tmux", own: 4, run: benchReal },
   { id: "7", what: "death detection, default timings", own: 1, run: benchDetectDefault },
-  {
-    id: "8",
-    what: "messages, real opencode",
-    own: 1,
-    run: (s) => import("./fig-messages.ts").then((m) => m.benchMessages(s)),
-  },
+  { id: "8", what: "messages, real opencode", own: 1, run: benchMessages },
   { id: "9", what: "worktrees", own: 1, run: benchWorktree },
   { id: "10", what: "permission notice", own: 1, run: benchPermissionNotice },
 ];
