@@ -9,7 +9,7 @@
  * the TMPDIR this test gave it (the project server and the tmux server leave the tree; they keep the environment).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { tmux } from "./harness/index.ts";
@@ -162,7 +162,8 @@ async function benchMidSpawn(tmp: string) {
   return { bench: started, processes: itsProcesses };
 }
 
-describe("bench interrupted", () => {
+// Figure 6 needs tmux, and the process scan /proc.
+describe.skipIf(!tmux.hasTmux() || !existsSync("/proc"))("bench interrupted", () => {
   test.each([
     {
       how: "Ctrl-C twice (the second during the cleanup)",
