@@ -149,7 +149,7 @@ export async function benchConcurrent(quick: boolean): Promise<Figure[]> {
   return [
     figure(
       "4a",
-      `heartbeats/s, ${WRITERS} processes, team of ${AGENTS}, ${seconds} s rounds (half of it heartbeats)`,
+      `heartbeats/s, ${WRITERS} processes`,
       "1/s",
       rates,
       {
@@ -161,7 +161,7 @@ export async function benchConcurrent(quick: boolean): Promise<Figure[]> {
           pairs: judged.pairs,
         },
       },
-      failed > 0 ? `${judged.note}; ${failed} calls failed` : judged.note,
+      `team of ${AGENTS}, ${seconds} s rounds (half of it heartbeats); ${judged.note}${failed > 0 ? `; ${failed} calls failed` : ""}; moves with the disk's slow spells`,
     ),
     figure("4b", "lost updates", "count", lost, {
       absolute: { text: "0", ok: (m) => m === 0 },
@@ -169,11 +169,11 @@ export async function benchConcurrent(quick: boolean): Promise<Figure[]> {
     }),
     figure(
       "4c",
-      "unreadable files seen by a 5th process reading in a loop",
+      "unreadable files, 5th process",
       "count",
       unreadable,
       { absolute: { text: "0", ok: (m) => m === 0 }, loadFree: true },
-      `${readsPerSecond.map((r) => r.toFixed(0)).join("/")} file reads/s; ${retries} slot reads caught mid-write and re-read`,
+      `seen by a 5th process reading in a loop: ${readsPerSecond.map((r) => r.toFixed(0)).join("/")} file reads/s; ${retries} slot reads caught mid-write and re-read`,
     ),
   ];
 }

@@ -3,6 +3,7 @@ import { StaleSweeper } from "../src/operations/liveness/sweep.ts";
 import { tmux } from "../tests/e2e/harness/index.ts";
 import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
 import { makeTestContext } from "../tests/helpers/context.ts";
+import { benchSocket } from "./cleanup.ts";
 import { leaderSession, note, seedTeam } from "./setup.ts";
 import { type Figure, figure } from "./stats.ts";
 
@@ -46,7 +47,7 @@ async function killAgent(socket: string, paneId: string, pid: number): Promise<v
  */
 export async function benchDetectDefault(quick: boolean): Promise<Figure[]> {
   const runs = quick ? 5 : 20;
-  const socket = tmux.tmuxSocketName("otbench");
+  const socket = benchSocket();
   const next = random(7);
   const samples: number[] = [];
   const floor: number[] = [];
@@ -122,14 +123,14 @@ export async function benchDetectDefault(quick: boolean): Promise<Figure[]> {
   return [
     figure(
       "7a",
-      "killed agent (pane + process killed) detected, default timings",
+      "killed agent seen, default timings",
       "s",
       samples,
       {
         floor: { what: "the first watch tick or sweep after the kill", samples: floor, maxRatio: 1 },
         loadFree: true,
       },
-      `injected clock: real sweep + pane watch + real tmux, simulated 15 s sweeps and 1 s watch ticks; cause ${[...causes].join("/")}; from the kill`,
+      `pane + process killed; injected clock: real sweep + pane watch + real tmux, simulated 15 s sweeps and 1 s watch ticks; cause ${[...causes].join("/")}; from the kill`,
     ),
   ];
 }

@@ -123,12 +123,22 @@ export async function benchMessages(quick: boolean): Promise<Figure[]> {
     note(`messages: ${bursts} burst(s) of 100 notices`);
     return [
       // No floor yet (a bare prompt_async to the same session would be one): judged by the issue's absolute target.
-      figure("8a", "send-message -> recipient's model request, warm server", "ms", latency, {
-        absolute: { text: "< 500 ms", ok: (m) => m < 500 },
-      }),
-      figure("8b", "100 notices within 1 s -> messages in the leader's session", "msgs", counts, {
-        absolute: { text: "<= 2", ok: (m) => m <= 2 },
-      }),
+      figure(
+        "8a",
+        "send-message -> model request",
+        "ms",
+        latency,
+        { absolute: { text: "< 500 ms", ok: (m) => m < 500 } },
+        "to the recipient's model, warm server",
+      ),
+      figure(
+        "8b",
+        "100 notices in 1 s -> messages",
+        "msgs",
+        counts,
+        { absolute: { text: "<= 2", ok: (m) => m <= 2 } },
+        "messages in the leader's session",
+      ),
     ];
   } finally {
     await server?.stop();

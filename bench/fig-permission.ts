@@ -63,11 +63,11 @@ export async function benchPermissionNotice(quick: boolean): Promise<Figure[]> {
   return [
     figure(
       "10",
-      "permission asked -> leader notice delivered (event hook)",
+      "permission -> leader notice",
       "ms",
       samples,
       { floor: { what: "a plain notice to the leader", samples: floor, maxRatio: 3 } },
-      "in-process event, real storage (agent lock, inbox file, delivery lock), fake server answering at once",
+      "permission asked -> leader notice delivered by the event hook; in-process event, real storage (agent lock, inbox file, delivery lock), fake server answering at once",
     ),
   ];
 }

@@ -16,6 +16,7 @@ import {
   waitFor,
 } from "../tests/e2e/harness/index.ts";
 import { removeSocketFile } from "../tests/e2e/tmux-socket-file.ts";
+import { benchSocket } from "./cleanup.ts";
 import { interleaved, together } from "./floors.ts";
 import {
   deleteSession,
@@ -439,7 +440,7 @@ function spawnStepMedians(main: OpencodeServer): string {
 export async function benchReal(quick: boolean): Promise<Figure[]> {
   // A cold spawn's ratio swings with the load of the moment (the earlier runs' servers and first agents stay up): five pairs.
   const coldRuns = quick ? 1 : 5;
-  const socket = tmux.tmuxSocketName("otbench");
+  const socket = benchSocket();
   const out: RealSamples = {
     cold: [],
     serveStart: [],
@@ -508,7 +509,7 @@ function realFigures(out: RealSamples, quick: boolean): Figure[] {
   return [
     figure(
       "6a",
-      `spawn-agent, warm server, call -> active, back to back (${shape.batches} teams of ${shape.perBatch} agents, each spawned as the last one boots, its floor at the same moment)`,
+      "spawn, warm, back to back",
       "ms",
       out.warm,
       {
@@ -519,10 +520,11 @@ function realFigures(out: RealSamples, quick: boolean): Figure[] {
           pairs: zipRounds(out.warm, out.warmFloor),
         },
       },
+      `spawn-agent on a warm server, call -> active, ${shape.batches} teams of ${shape.perBatch} agents, each spawned as the last one boots, its floor at the same moment; moves with the machine's load`,
     ),
     figure(
       "6a'",
-      `spawn-agent, warm server, call -> active, ${SPACED_PAUSE_MS / 1000} s apart, no other pane booting (a second team; each agent stopped after its round)`,
+      `spawn, warm, ${SPACED_PAUSE_MS / 1000} s apart`,
       "ms",
       out.warmSpaced,
       {
@@ -533,20 +535,28 @@ function realFigures(out: RealSamples, quick: boolean): Figure[] {
           pairs: zipRounds(out.warmSpaced, out.warmSpacedFloor),
         },
       },
+      "spawn-agent on a warm server, call -> active, no other pane booting (a second team; each agent stopped after its round); moves with the machine's load",
     ),
-    figure("6b", "spawn-agent, cold (starts opencode serve), call -> active", "ms", out.cold, {
-      floor: {
-        what: "opencode serve to healthy, then its project instance loaded",
-        samples: out.serveReady,
-        maxRatio: 1.3,
-        also: { what: "to healthy alone", samples: out.serveStart },
-        // Each cold spawn beside the server start timed just before it (serveFloor).
-        pairs: zipRounds(out.cold, out.serveReady),
+    figure(
+      "6b",
+      "spawn, cold (starts the server)",
+      "ms",
+      out.cold,
+      {
+        floor: {
+          what: "opencode serve to healthy, then its project instance loaded",
+          samples: out.serveReady,
+          maxRatio: 1.3,
+          also: { what: "to healthy alone", samples: out.serveStart },
+          // Each cold spawn beside the server start timed just before it (serveFloor).
+          pairs: zipRounds(out.cold, out.serveReady),
+        },
       },
-    }),
+      "spawn-agent that starts the project's opencode serve, call -> active; moves with the machine's load",
+    ),
     figure(
       "7b",
-      "killed agent whose session is deleted, detected",
+      "killed + session deleted, seen",
       "s",
       out.deleted,
       {
@@ -558,7 +568,7 @@ function realFigures(out: RealSamples, quick: boolean): Figure[] {
           pairs: zipRounds(out.deleted, out.deletedFloor),
         },
       },
-      "real server and clock; session.deleted event",
+      "killed agent whose session is deleted, detected; real server and clock; session.deleted event",
     ),
   ];
 }

@@ -124,15 +124,22 @@ async function freshSweeps(quick: boolean): Promise<Figure[]> {
   }
   note(`sweep: fresh ${runs} runs (${warmPerRound} steady-state sweeps each)`);
   return [
-    figure("3a", "sweep of 1000 fresh agents, new sweeper (reads every file)", "ms", cold, {
-      floor: {
-        what: "read and parse 1001 agent files and slots",
-        samples: readFloor,
-        maxRatio: 2,
-        pairs: zipRounds(cold, readFloor),
+    figure(
+      "3a",
+      "sweep, 1000 fresh, new sweeper",
+      "ms",
+      cold,
+      {
+        floor: {
+          what: "read and parse 1001 agent files and slots",
+          samples: readFloor,
+          maxRatio: 2,
+          pairs: zipRounds(cold, readFloor),
+        },
       },
-    }),
-    figure("3b", "sweep of 1000 fresh agents, steady state", "ms", warm, {
+      "a new sweeper reads every file",
+    ),
+    figure("3b", "sweep, 1000 fresh, steady state", "ms", warm, {
       floor: { what: "list the agents directory", samples: listFloor, pairs: zipRounds(warm, listFloor) },
     }),
   ];
@@ -171,17 +178,19 @@ async function inactiveSweeps(quick: boolean): Promise<Figure[]> {
   return [
     figure(
       "3c",
-      "sweep: 100 agents go inactive at once (their tasks back to pending, one leader notice; target < 300 ms)",
+      "sweep, 100 go inactive at once",
       "ms",
       hundred.samples,
       durable(hundred, 100),
+      "their tasks back to pending, one leader notice; target < 300 ms",
     ),
     figure(
       "3d",
-      `sweep: ${AGENTS} agents go inactive at once (as 3c; target < 3000 ms)`,
+      `sweep, ${AGENTS} go inactive at once`,
       "ms",
       thousand.samples,
       durable(thousand, AGENTS),
+      "as 3c; target < 3000 ms",
     ),
   ];
 }

@@ -115,7 +115,7 @@ export async function benchTasks(quick: boolean): Promise<Figure[]> {
   return [
     figure(
       "11a",
-      "claim-task on a board of 1,000 tasks / 3,000 edges",
+      "claim-task, 1k tasks",
       "ms",
       samples(claims),
       {
@@ -133,7 +133,7 @@ export async function benchTasks(quick: boolean): Promise<Figure[]> {
     ),
     figure(
       "11b",
-      "list-tasks on a board of 1,000 tasks / 3,000 edges",
+      "list-tasks, 1k tasks",
       "ms",
       samples(lists),
       {

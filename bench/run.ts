@@ -1,76 +1,151 @@
 /**
- * `npm run bench`: measures every figure beside its floor on this machine, prints the machine and a table, writes
- * bench/results/latest.json (gitignored) and rewrites the table between the bench markers of README.md.
- * Options: `--quick` (fewer runs, for iteration; the README is left alone), `--only 1,3` (those figures only).
+ * `npm run bench`: times every figure beside its floor on this machine, prints the machine, the table and the figures'
+ * notes, and writes bench/results/latest.json (gitignored). The short run by default; `--full` is the long paired run,
+ * the only one that rewrites the table between the bench markers of README.md. `--help` says more (cli.ts); the method
+ * is in bench/README.md.
  */
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import writeFileAtomic from "write-file-atomic";
+import { startRun, stopAll, stopping } from "./cleanup.ts";
+import { parseArgs, usage } from "./cli.ts";
 import { benchConcurrent } from "./fig-concurrent.ts";
 import { benchDetectDefault } from "./fig-detect.ts";
 import { benchHeartbeat } from "./fig-heartbeat.ts";
+import { benchMessages } from "./fig-messages.ts";
 import { benchMonitor } from "./fig-monitor.ts";
 import { benchPermissionNotice } from "./fig-permission.ts";
 import { benchReal } from "./fig-real.ts";
 import { benchStatus } from "./fig-status.ts";
 import { benchSweep } from "./fig-sweep.ts";
+import { benchTasks } from "./fig-tasks.ts";
 import { benchWorktree } from "./fig-worktree.ts";
+import { appendRun, earlierRatios } from "./history.ts";
 import { machineInfo } from "./machine.ts";
-import { settleFiles, settleLoad } from "./settle.ts";
-import { timed } from "./setup.ts";
-import { type Figure, markdownTable, withLoad } from "./stats.ts";
+import { lastProbe, settleFiles, settleLoad, type Waits } from "./settle.ts";
+import { lastNote } from "./setup.ts";
+import { type Figure, withLoad } from "./stats.ts";
+import { markdownTable, WIDTH, wrap } from "./table.ts";
 
 const REPO_ROOT = path.resolve(import.meta.dir, "..");
 const START = "<!-- bench:start -->";
 const END = "<!-- bench:end -->";
 
-/** What the README says above the table. */
-const LEGEND = [
-  "Each figure is timed beside its floor, the least work any implementation must do for it, measured in the same run",
-  "by turns with the figure's own rounds (6a and 7b: each round at the same moment as its floor's); the ratio (figure /",
-  "floor, or floor / figure for rates) is what carries from",
-  "machine to machine, the absolute medians only describe this one. Where the floor column says so, the ratio is the",
-  "median of the ratios of rounds timed back to back (the disk and CPU of a shared machine have slow spells of a",
-  'fraction of a second to seconds, which a pair meets together). "met" judges the ratio (counts and simulated time',
-  "against their absolute targets); a figure whose 1-minute load average was above the core count before it, or",
-  'after it by more than its own processes account for, is "noisy" and not judged. Before each figure the bench waits',
-  "up to 150 s for the load the previous one left to fall back to the core count, then up to 120 s for a file's",
-  "create + unlink to cost at most twice what it cost at the run's quietest (file create): after many files are",
-  "removed, creating one costs up to several times more for a while on some disks, and every lock and atomic write",
-  "creates one.",
-].join(" ");
+/** The short run's waits keep it within minutes; the full run's give each group a settled machine (settle.ts). */
+const SHORT_WAITS: Waits = {
+  loadMaxMs: 20_000,
+  loadUntilFlat: true,
+  filesMaxMs: 10_000,
+  filesEveryMs: 1_000,
+  firstWatchMs: 0,
+};
+const FULL_WAITS: Waits = {
+  loadMaxMs: 150_000,
+  loadUntilFlat: false,
+  filesMaxMs: 120_000,
+  filesEveryMs: 5_000,
+  firstWatchMs: 30_000,
+};
+/** --no-wait: one probe of the disk, for the table's column, and no waiting. */
+const NO_WAITS: Waits = {
+  loadMaxMs: 0,
+  loadUntilFlat: true,
+  filesMaxMs: 0,
+  filesEveryMs: 0,
+  firstWatchMs: 0,
+};
+/** A wait or a group running longer than this gets a progress line, and another every PROGRESS_EVERY_MS. */
+const PROGRESS_FIRST_MS = 5_000;
+const PROGRESS_EVERY_MS = 15_000;
 
-/**
- * `own`: how many processes a group keeps busy at once, which the load after it counts too: the bench alone, the four
- * writers and the reader of figure 4, and for 6 the leader's and the project's `opencode serve`, the bench and a
- * booting `opencode attach` (an estimate: the panes' idle drawing comes on top). Figure 3 counts two: its fsyncs keep
- * the runtime's I/O threads in uninterruptible sleep, which Linux counts in the load average as well (on an idle
- * machine the load went from 0.51 to 1.64 over figure 3 alone).
- */
-const GROUPS: { id: string; own: number; run: (quick: boolean) => Promise<Figure[]> }[] = [
-  { id: "1", own: 1, run: benchHeartbeat },
-  { id: "2", own: 1, run: benchStatus },
-  { id: "3", own: 2, run: benchSweep },
-  { id: "4", own: 5, run: benchConcurrent },
-  { id: "5", own: 1, run: benchMonitor },
+interface Group {
+  id: string;
+  /** For the usage text. */
+  what: string;
+  /**
+   * How many processes the group keeps busy at once, which the load after it counts too: the bench alone, the four
+   * writers and the reader of figure 4, and for 6 the leader's and the project's `opencode serve`, the bench and a
+   * booting `opencode attach` (an estimate: the panes' idle drawing comes on top). Figure 3 counts two: its fsyncs
+   * keep the runtime's I/O threads in uninterruptible sleep, which Linux counts in the load average as well (on an
+   * idle machine the load went from 0.51 to 1.64 over figure 3 alone).
+   */
+  own: number;
+  /** `short`: the short run's sizes (fewer rounds, no spreading out in time). */
+  run: (short: boolean) => Promise<Figure[]>;
+}
+
+/** Every figure group, in the order run; a new figure file adds one line here. */
+const GROUPS: Group[] = [
+  { id: "1", what: "heartbeat", own: 1, run: benchHeartbeat },
+  { id: "2", what: "status", own: 1, run: benchStatus },
+  { id: "3", what: "sweeps", own: 2, run: benchSweep },
+  { id: "4", what: "concurrent heartbeats", own: 5, run: benchConcurrent },
+  { id: "5", what: "event monitor", own: 1, run: benchMonitor },
   // 6 and 7b share one real server.
-  { id: "6", own: 4, run: benchReal },
-  { id: "7", own: 1, run: benchDetectDefault },
-  { id: "8", own: 1, run: (quick) => import("./fig-messages.ts").then((m) => m.benchMessages(quick)) },
-  { id: "9", own: 1, run: benchWorktree },
-  { id: "10", own: 1, run: benchPermissionNotice },
-  { id: "11", own: 1, run: (quick) => import("./fig-tasks.ts").then((m) => m.benchTasks(quick)) },
+  { id: "6", what: "spawn and death, real opencode + tmux", own: 4, run: benchReal },
+  { id: "7", what: "death detection, default timings", own: 1, run: benchDetectDefault },
+  { id: "8", what: "messages, real opencode", own: 1, run: benchMessages },
+  { id: "9", what: "worktrees", own: 1, run: benchWorktree },
+  { id: "10", what: "permission notice", own: 1, run: benchPermissionNotice },
+  { id: "11", what: "task board: claim and list", own: 1, run: benchTasks },
 ];
 
-function parseArgs(argv: readonly string[]): { quick: boolean; only: Set<string> | undefined } {
-  const quick = argv.includes("--quick");
-  const at = argv.indexOf("--only");
-  const list = at >= 0 ? argv[at + 1] : argv.find((a) => a.startsWith("--only="))?.slice("--only=".length);
-  return { quick, only: list ? new Set(list.split(",").map((s) => s.trim())) : undefined };
+function say(text: string): void {
+  process.stderr.write(`${text}\n`);
+}
+
+/** Run `work`, saying `line(seconds so far)` if it lasts, and again every PROGRESS_EVERY_MS. */
+async function withProgress<T>(work: () => Promise<T>, line: (seconds: number) => string): Promise<T> {
+  const started = performance.now();
+  const tell = () => say(`  ${line(Math.round((performance.now() - started) / 1000))}`);
+  let interval: ReturnType<typeof setInterval> | undefined;
+  const first = setTimeout(() => {
+    tell();
+    interval = setInterval(tell, PROGRESS_EVERY_MS);
+  }, PROGRESS_FIRST_MS);
+  try {
+    return await work();
+  } finally {
+    clearTimeout(first);
+    clearInterval(interval);
+  }
+}
+
+/** Wait for the load and then the disk to settle before a group; the disk's cost and how long each wait took. */
+async function settle(cores: number, waits: Waits) {
+  const loadStarted = performance.now();
+  const load = await withProgress(
+    () => settleLoad(cores, waits.loadMaxMs, waits.loadUntilFlat),
+    (s) =>
+      `waiting for the 1-minute load (${(os.loadavg()[0] ?? 0).toFixed(2)}) to fall to ${cores} (the cores): ${s} s so far, at most ${waits.loadMaxMs / 1000} s`,
+  );
+  const loadWaitS = (performance.now() - loadStarted) / 1000;
+  const filesStarted = performance.now();
+  const fileCreateUs = await withProgress(
+    () => settleFiles(waits),
+    (s) =>
+      `waiting for the disk to settle (a file create + unlink ${lastProbe.costUs.toFixed(0)} us, settled at ${lastProbe.limitUs.toFixed(0)} us): ${s} s so far, at most ${waits.filesMaxMs / 1000} s`,
+  );
+  return { load, loadWaitS, fileCreateUs, filesWaitS: (performance.now() - filesStarted) / 1000 };
+}
+
+/** Why the load wait ended, when it did not settle: a busy machine is the reader's to know. */
+const LOAD_WAIT_END = {
+  settled: "",
+  "not falling": ", not falling: other programs' load",
+  "timed out": ", still falling",
+  "not waited": "",
+} as const;
+
+/** The group's last step done, if it noted one since `since`: what it went on to after it. */
+function sinceNote(since: number): string {
+  if (lastNote.at < since) return "";
+  return `; last step done ${((performance.now() - lastNote.at) / 1000).toFixed(0)} s ago: ${lastNote.text.slice(0, 60)}`;
 }
 
 /** Replace what is between the markers; without markers, add them under a "## Performance" heading at the end. */
-export function withBenchSection(readme: string, body: string): string {
+function withBenchSection(readme: string, body: string): string {
   const start = readme.indexOf(START);
   const end = readme.indexOf(END);
   if (start >= 0 && end > start)
@@ -78,55 +153,89 @@ export function withBenchSection(readme: string, body: string): string {
   return `${readme.trimEnd()}\n\n## Performance\n\n${START}\n${body}\n${END}\n`;
 }
 
-const { quick, only } = parseArgs(process.argv.slice(2));
+const parsed = parseArgs(
+  process.argv.slice(2),
+  GROUPS.map((g) => g.id),
+);
+if (parsed.kind === "help") {
+  process.stdout.write(`${usage(GROUPS)}\n`);
+  process.exit(0);
+}
+if (parsed.kind === "error") {
+  process.stderr.write(`bench: ${parsed.message}\n\n${usage(GROUPS)}\n`);
+  process.exit(2);
+}
+const { full, noWait, only } = parsed.args;
+startRun();
+const waits = noWait ? NO_WAITS : full ? FULL_WAITS : SHORT_WAITS;
 const machine = machineInfo(REPO_ROOT);
 const started = performance.now();
-process.stderr.write(
-  `machine: ${machine.cores} cores (${machine.cpu}), ${machine.memoryGiB} GiB, ${machine.platform}; node ${machine.node}, bun ${machine.bun}, opencode ${machine.opencode}\n`,
+say(
+  `machine: ${machine.cores} cores (${machine.cpu}), ${machine.memoryGiB} GiB, ${machine.platform}; node ${machine.node}, bun ${machine.bun}, opencode ${machine.opencode}`,
 );
+say(full ? "the full run: about 30 minutes on a quiet machine" : "the short run (--full for the long one)");
 const figures: Figure[] = [];
+/** Where each group's time went: waiting for the machine, and its own work. */
+const times: { id: string; loadWaitS: number; filesWaitS: number; runS: number }[] = [];
 const failed: string[] = [];
 for (const group of GROUPS) {
   if (only && !only.has(group.id)) continue;
-  const loadWaitS = (await timed(() => settleLoad(machine.cores))) / 1000;
-  const filesStarted = performance.now();
-  const fileCreateUs = await settleFiles();
-  const filesWaitS = (performance.now() - filesStarted) / 1000;
+  if (stopping()) break;
+  const { load: loadEnd, loadWaitS, fileCreateUs, filesWaitS } = await settle(machine.cores, waits);
   const before = os.loadavg()[0] ?? 0;
-  process.stderr.write(
-    `figure ${group.id}… (load ${before.toFixed(2)} after ${loadWaitS.toFixed(0)} s, file create ${fileCreateUs.toFixed(0)} us after ${filesWaitS.toFixed(0)} s)\n`,
+  say(
+    `figure ${group.id}, ${group.what}… (load ${before.toFixed(2)} after ${loadWaitS.toFixed(0)} s${LOAD_WAIT_END[loadEnd]}, file create ${fileCreateUs.toFixed(0)} us after ${filesWaitS.toFixed(0)} s)`,
   );
+  const runStarted = performance.now();
   try {
-    const measured = await group.run(quick);
+    const measured = await withProgress(
+      () => group.run(!full),
+      (s) => `figure ${group.id} (${group.what}) still running: ${s} s so far${sinceNote(runStarted)}`,
+    );
     const load = { before, after: os.loadavg()[0] ?? 0 };
     figures.push(...withLoad(measured, load, group.own, machine.cores).map((f) => ({ ...f, fileCreateUs })));
   } catch (error) {
     // The other groups' figures are still worth printing; the run as a whole is not complete.
     failed.push(group.id);
-    process.stderr.write(
-      `figure ${group.id} failed: ${error instanceof Error ? `${error.name}: ${error.message}\n${error.stack ?? ""}` : JSON.stringify(error)}\n`,
+    say(
+      `figure ${group.id} failed: ${error instanceof Error ? `${error.name}: ${error.message}\n${error.stack ?? ""}` : JSON.stringify(error)}`,
     );
   }
+  const runS = (performance.now() - runStarted) / 1000;
+  times.push({ id: group.id, loadWaitS, filesWaitS, runS });
+  say(`  figure ${group.id}: ${runS.toFixed(0)} s`);
+  // A group that failed half-way may have left servers up; the next group must not run beside them.
+  const left = await stopAll("between groups");
+  if (left.processes.length > 0)
+    say(
+      `  figure ${group.id} left ${left.processes.length} process(es) running, stopped: ${left.processes.join("; ")}`,
+    );
 }
 const totalS = (performance.now() - started) / 1000;
-const table = markdownTable(figures);
-const machineLine = `${machine.date.slice(0, 10)}, ${machine.cores} cores (${machine.cpu}), ${machine.memoryGiB} GiB RAM, ${machine.platform}; Node ${machine.node}, Bun ${machine.bun}, OpenCode ${machine.opencode}${quick ? "; --quick" : ""}${only ? `; only ${[...only].join(",")}` : ""}`;
-process.stdout.write(
-  `\n${machineLine}\n\n${table}\n\n(${totalS.toFixed(0)} s)${failed.length > 0 ? `; failed: ${failed.join(",")}` : ""}\n`,
-);
-
 const resultsDir = path.join(REPO_ROOT, "bench", "results");
 await mkdir(resultsDir, { recursive: true });
+const historyFile = path.join(resultsDir, "history.jsonl");
+const mode = `${full ? "full" : "short"}${noWait ? " --no-wait" : ""}`;
+const earlier = await earlierRatios(historyFile, mode);
+const table = markdownTable(figures.map((f) => ({ ...f, earlier: earlier.get(f.id) ?? [] })));
+const machineLine = `${machine.date.slice(0, 10)}, ${machine.cores} cores (${machine.cpu}), ${machine.memoryGiB} GiB RAM, ${machine.platform}; Node ${machine.node}, Bun ${machine.bun}, OpenCode ${machine.opencode}; ${full ? "--full" : "short run"}${noWait ? "; --no-wait" : ""}${only ? `; only ${[...only].join(",")}` : ""}`;
+const measuredLine = wrap(`Measured ${machineLine} (${totalS.toFixed(0)} s).`, WIDTH).join("\n");
+process.stdout.write(
+  `\n${measuredLine}\n\n${table}\n\n(${totalS.toFixed(0)} s)${failed.length > 0 ? `; failed: ${failed.join(",")}` : ""}\n`,
+);
+
+await appendRun(historyFile, mode, machine.date, figures);
 await writeFile(
   path.join(resultsDir, "latest.json"),
-  `${JSON.stringify({ machine, quick, only: only ? [...only] : null, durationS: totalS, failed, figures }, null, 2)}\n`,
+  `${JSON.stringify({ machine, full, only: only ? [...only] : null, durationS: totalS, times, failed, figures }, null, 2)}\n`,
 );
-// Only a complete run speaks for the project.
+// Only a complete full run speaks for the project.
 if (failed.length > 0) process.exitCode = 1;
-else if (!quick && !only) {
+else if (full && !only && !noWait) {
   const readmePath = path.join(REPO_ROOT, "README.md");
   const readme = await readFile(readmePath, "utf8").catch(() => "");
-  const body = `Measured ${machineLine} (${totalS.toFixed(0)} s). ${LEGEND}\n\n${table}`;
-  await writeFile(readmePath, withBenchSection(readme, body));
-  process.stderr.write("README.md: bench table updated\n");
+  // Atomically: a Ctrl-C while it is written must not leave half a README.
+  await writeFileAtomic(readmePath, withBenchSection(readme, `${measuredLine}\n\n${table}`));
+  say("README.md: bench table updated");
 }
+await stopAll("at the end");

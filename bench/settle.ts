@@ -8,15 +8,49 @@ import path from "node:path";
 import { createEmptyExclusive } from "./floors.ts";
 import { quantile } from "./stats.ts";
 
+/** Linux recomputes the load average every 5 s: over this long, a load that is falling has fallen. */
+const LOAD_FLAT_MS = 6_000;
+
+/** How long the bench waits before a group, at most, and how often it probes the disk: per mode (run.ts). */
+export interface Waits {
+  /** For the load the previous group left to fall back to the core count. */
+  loadMaxMs: number;
+  /** Stop waiting for the load once it no longer falls (settleLoad). */
+  loadUntilFlat: boolean;
+  /** For a file's create + unlink to settle. */
+  filesMaxMs: number;
+  filesEveryMs: number;
+  /** How long the first files wait watches at least, so that "quietest" is not the middle of a spell the run started in. */
+  firstWatchMs: number;
+}
+
 /**
  * The 1-minute load average decays with a one-minute time constant: after a group that kept five processes busy it
  * stays above the core count for a minute or more, and the next group would be judged noisy for what this bench did.
- * Wait (up to LOAD_MAX_MS) until it is back at or below the core count; a machine that stays busier is noted as such.
+ * Wait (up to `maxMs`) until it is back at or below the core count; a machine that stays busier is noted as such.
+ * `untilFlat` (the short run): stop as well once the load has not fallen for LOAD_FLAT_MS. What this bench left keeps
+ * falling; a load that does not is other programs', which no wait of the bench's will end.
  */
-const LOAD_MAX_MS = 150_000;
-export async function settleLoad(cores: number): Promise<void> {
-  const deadline = performance.now() + LOAD_MAX_MS;
-  while ((os.loadavg()[0] ?? 0) > cores && performance.now() < deadline) await Bun.sleep(2_000);
+export async function settleLoad(
+  cores: number,
+  maxMs: number,
+  untilFlat = false,
+): Promise<"settled" | "not falling" | "timed out" | "not waited"> {
+  if (maxMs <= 0) return "not waited";
+  const deadline = performance.now() + maxMs;
+  const seen: { at: number; load: number }[] = [];
+  for (;;) {
+    const load = os.loadavg()[0] ?? 0;
+    const now = performance.now();
+    if (load <= cores) return "settled";
+    if (now >= deadline) return "timed out";
+    const earlier = seen.find(
+      (sample) => now - sample.at >= LOAD_FLAT_MS && now - sample.at < LOAD_FLAT_MS + 2_000,
+    );
+    if (untilFlat && earlier && load >= earlier.load) return "not falling";
+    seen.push({ at: now, load });
+    await Bun.sleep(1_000);
+  }
 }
 
 /**
@@ -30,12 +64,8 @@ export async function settleLoad(cores: number): Promise<void> {
  * and the other's not) runs on a slower disk, and its ratio to a floor made mostly of creates moves: the figure's own
  * work beyond the floor does not slow with it.
  */
-const FILES_MAX_MS = 120_000;
-const FILES_EVERY_MS = 5_000;
 /** Within this factor of the quietest cost seen in this run, twice in a row, the disk counts as settled. */
 const FILES_SETTLED = 2;
-/** How long the first wait watches at least, so that "quietest" is not the middle of a spell the run started in. */
-const FILES_FIRST_WATCH_MS = 30_000;
 
 /**
  * The median cost, in microseconds, of the floors' lock (an O_EXCL create) and its unlink, in a fresh directory of the
@@ -63,24 +93,28 @@ export function fileCreateCost(): number {
 let quietest = Number.POSITIVE_INFINITY;
 let watchedMs = 0;
 
+/** The disk as the last probe found it, for the progress line of a long wait. */
+export const lastProbe = { costUs: Number.NaN, limitUs: Number.NaN };
+
 /**
  * Wait until a file's create + unlink costs at most FILES_SETTLED times the quietest cost seen in this run, twice in a
- * row FILES_EVERY_MS apart (at most FILES_MAX_MS). Returns the last cost measured, which the table shows.
+ * row `filesEveryMs` apart (at most `filesMaxMs`). Returns the last cost measured, which the table shows.
  */
-export async function settleFiles(): Promise<number> {
+export async function settleFiles(waits: Waits): Promise<number> {
   const started = performance.now();
   let previous = Number.POSITIVE_INFINITY;
   for (;;) {
     const cost = fileCreateCost();
     quietest = Math.min(quietest, cost);
     const limit = quietest * FILES_SETTLED;
+    Object.assign(lastProbe, { costUs: cost, limitUs: limit });
     const elapsed = performance.now() - started;
-    const settled = cost <= limit && previous <= limit && watchedMs + elapsed >= FILES_FIRST_WATCH_MS;
-    if (settled || elapsed >= FILES_MAX_MS) {
+    const settled = cost <= limit && previous <= limit && watchedMs + elapsed >= waits.firstWatchMs;
+    if (settled || elapsed >= waits.filesMaxMs) {
       watchedMs += elapsed;
       return cost;
     }
     previous = cost;
-    await Bun.sleep(FILES_EVERY_MS);
+    await Bun.sleep(waits.filesEveryMs);
   }
 }

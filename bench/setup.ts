@@ -94,7 +94,11 @@ export async function timed(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - started;
 }
 
+/** The last progress note and when it was written, for the runner's "still running" line. */
+export const lastNote = { text: "", at: 0 };
+
 /** Progress for the human watching; the table is the output. */
 export function note(text: string): void {
+  Object.assign(lastNote, { text, at: performance.now() });
   process.stderr.write(`  ${text}\n`);
 }

@@ -67,6 +67,8 @@ export interface Figure {
   /** Counts and simulated time do not depend on how busy the machine is: judged whatever the load. */
   loadFree?: boolean;
   notes?: string;
+  /** Set by the runner: this figure's ratio in the last earlier runs of the same mode on this machine, newest first. */
+  earlier?: number[];
 }
 
 /** Pairs of the per-round values two sides stored by round number (rounds either side missed are left out). */
@@ -173,63 +175,4 @@ export function withLoad(
     const { met: _unjudged, ...rest } = f;
     return { ...rest, load, noisy: true };
   });
-}
-
-export function fmt(value: number): string {
-  if (!Number.isFinite(value)) return "-";
-  if (Math.abs(value) >= 100) return value.toFixed(0);
-  if (Math.abs(value) >= 10) return value.toFixed(1);
-  return value.toFixed(3);
-}
-
-function verdict(f: Figure): string {
-  if (f.noisy) return "noisy";
-  if (f.met === undefined) return "";
-  return f.met ? "yes" : "**no**";
-}
-
-function floorCell(f: Figure): string {
-  if (!f.floor) return "";
-  const also = f.floor.also ? `; ${f.floor.also.what}: ${fmt(f.floor.also.median)}` : "";
-  const paired = f.floor.pairs ? `; ratio: median of ${f.floor.pairs} paired rounds` : "";
-  return `${f.floor.what}${also}${paired}`;
-}
-
-/** The Markdown table the README carries, exactly as printed. */
-export function markdownTable(figures: readonly Figure[]): string {
-  const rows = [
-    [
-      "#",
-      "figure",
-      "median",
-      "unit",
-      "floor",
-      "floor median",
-      "ratio",
-      "target",
-      "load 1m",
-      "file create",
-      "met",
-    ],
-    ...figures.map((f) => [
-      f.id,
-      `${f.name}${f.notes ? ` (${f.notes})` : ""}`,
-      fmt(f.median),
-      f.unit,
-      floorCell(f),
-      f.floor ? fmt(f.floor.median) : "",
-      f.ratio === undefined ? "" : `${f.ratio.toFixed(2)}x`,
-      f.target ?? "",
-      f.load ? `${f.load.before.toFixed(1)} -> ${f.load.after.toFixed(1)}` : "",
-      f.fileCreateUs === undefined ? "" : `${f.fileCreateUs.toFixed(0)} us`,
-      verdict(f),
-    ]),
-  ];
-  // Columns padded as the formatter lays out markdown tables, so `npm run lint` passes on the README it rewrites.
-  const widths =
-    rows[0]?.map((_, column) => Math.max(3, ...rows.map((row) => (row[column] ?? "").length))) ?? [];
-  const line = (cells: readonly string[]) =>
-    `| ${cells.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join(" | ")} |`;
-  const [header, ...body] = rows;
-  return [line(header ?? []), line(widths.map((w) => "-".repeat(w))), ...body.map(line)].join("\n");
 }

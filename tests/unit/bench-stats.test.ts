@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { figure, markdownTable, withLoad, zipRounds } from "../../bench/stats.ts";
+import { figure, withLoad, zipRounds } from "../../bench/stats.ts";
+import { markdownTable, WIDTH } from "../../bench/table.ts";
 
 describe("bench figures against their floors", () => {
   test("a time is judged by figure / floor, a rate by floor / figure", () => {
@@ -78,11 +79,38 @@ describe("bench figures against their floors", () => {
         2,
       ).map((f) => ({ ...f, fileCreateUs: 24.4 })),
     );
-    const lines = table.split("\n");
+    const [rows = "", notes = ""] = table.split("\n\n");
+    const lines = rows.split("\n");
     expect(new Set(lines.map((l) => l.length)).size).toBe(1);
     expect(lines[2]).toContain("2.00x");
-    expect(lines[2]).toContain("locked write; bare: 0.100");
-    expect(lines[2]).toContain("0.2 -> 0.4");
-    expect(lines[2]).toContain("24 us");
+    expect(lines[2]).toContain("0.250 ms");
+    // What the row has no room for is in the figure's note under the table.
+    expect(notes).toContain("Floor: locked write; bare: 0.100 ms");
+    expect(notes).toContain("Load 0.2 -> 0.4, file create 24 us");
+  });
+
+  test("the table stays within 120 columns: long names are cut and told in full in the note", () => {
+    const long =
+      "spawn-agent, warm server, call -> active, back to back (16 teams of 5 agents, each spawned as the last one boots)";
+    const table = markdownTable([
+      figure("6a", long, "events/s", [12178.4], {
+        floor: {
+          what: "a long floor ".repeat(30),
+          samples: [13657],
+          higherIsBetter: true,
+          maxRatio: 2,
+          pairs: [[1, 2]],
+        },
+      }),
+      figure("5b", "state writes", "writes", [10000], {
+        absolute: { text: "<= 10000 (1/agent/5 s)", ok: () => true },
+      }),
+    ]);
+    for (const line of table.split("\n")) expect(line.length).toBeLessThanOrEqual(WIDTH);
+    const [rows = "", notes = ""] = table.split("\n\n");
+    expect(rows).toContain("…");
+    expect(rows).toContain("| <= 10000 ");
+    expect(notes.replaceAll("\n  ", " ")).toContain(long);
+    expect(notes).toContain("Target (1/agent/5 s)");
   });
 });
