@@ -55,7 +55,7 @@ describe("send-message: delivery by the recipient's state", () => {
     });
     expect(session.prompts).toEqual([
       {
-        text: `[message from leader (leader) via team alpha, id ${sent.messageId}]\nalso check the tests`,
+        text: `[message from leader (leader) via team alpha, id ${sent.messageId}]\n> also check the tests`,
         noReply: false,
       },
     ]);
@@ -68,7 +68,7 @@ describe("send-message: delivery by the recipient's state", () => {
     const sent = await send({ to: "leader", message: "which API version?" }, agent.sessionId);
     expect(sent.deliveries[0]?.delivery).toBe("prompted");
     expect(leaderSession.prompts[0]?.text).toBe(
-      `[message from w1 (worker) via team alpha, id ${sent.messageId}]\nwhich API version?`,
+      `[message from w1 (worker) via team alpha, id ${sent.messageId}]\n> which API version?`,
     );
   });
 

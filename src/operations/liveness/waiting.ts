@@ -3,6 +3,7 @@ import type { AgentState, TeamConfig, WaitingFor } from "../../state/schemas.ts"
 import { readAgentOrFail } from "../agents/finish.ts";
 import type { TeamsContext } from "../context.ts";
 import { notifyLeader } from "../messages/notify.ts";
+import { inlineText } from "../messages/quoting.ts";
 import { CallerError, failureFromError, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
 import { isRunning } from "./heartbeat.ts";
@@ -36,11 +37,13 @@ export type PermissionResponse = "once" | "always" | "reject";
 
 /** What the agent waits for, as the end of a sentence (a question keeps its own question mark). */
 function described(waiting: WaitingRequest): string {
+  // Title and pattern are the agent's words: kept on the notice's line, so they can never start a line of their own.
+  const title = inlineText(waiting.title);
   if (waiting.kind === "question") {
-    const question = `an answer to its question: ${waiting.title}`;
+    const question = `an answer to its question: ${title}`;
     return /[.?!]$/.test(question) ? question : `${question}.`;
   }
-  return `permission: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}.`;
+  return `permission: ${title}${waiting.pattern ? ` (${inlineText(waiting.pattern)})` : ""}.`;
 }
 
 /** Every notice about a waiting agent is worded here, so the leader reads one form. */

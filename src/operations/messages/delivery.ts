@@ -3,6 +3,7 @@ import type { OpencodeApi } from "../../edges/opencode-api.ts";
 import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
 import type { FiledMessage } from "../../state/team-store.ts";
 import type { TeamsContext } from "../context.ts";
+import { quoteLines } from "./quoting.ts";
 
 /**
  * How a message reached its recipient: `prompted` started a turn of an idle session; `queued` was put into the session
@@ -65,8 +66,9 @@ export function messageHeader(message: InboxMessage): string {
   return `[message from ${who}${role} via team ${message.teamName}, id ${message.id}]`;
 }
 
+/** The header, then the sender's text quoted line by line: no line of it can pass for a header (see quoting.ts). */
 export function renderMessage(message: InboxMessage): string {
-  return `${messageHeader(message)}\n${message.text}`;
+  return `${messageHeader(message)}\n${quoteLines(message.text)}`;
 }
 
 /** Whether the session already holds a user message with `header` in it (a delivery whose marking was lost). */
