@@ -13,8 +13,14 @@ import { quoteLines } from "./quoting.ts";
  */
 export type Delivery = "prompted" | "queued" | "stored";
 
-/** `already`: someone else delivered it first (or the session shows it); `gone`: the file vanished or was damaged. */
-export type DeliveryOutcome = { delivery: Delivery; outcome: "delivered" | "already" | "gone" | "stored" };
+/**
+ * `already`: someone else delivered it first (or the session shows it); `read`: its recipient read it with
+ * read-messages, so it is never put into the session; `gone`: the file vanished or was damaged.
+ */
+export type DeliveryOutcome = {
+  delivery: Delivery;
+  outcome: "delivered" | "already" | "read" | "gone" | "stored";
+};
 
 /** Where a recipient's OpenCode session is. */
 interface Target {
@@ -83,7 +89,8 @@ export async function sessionShows(target: Target, header: string): Promise<bool
  * live run that resumes it (a message stored for an earlier run goes to the session of the run that took over). Under the message file's lock, re-read it (another
  * process may have delivered it). An earlier attempt (`attemptedAt`, written just before every send) may have reached
  * the session and died before marking it, or lost the server's answer: then the session is searched for the message's
- * header before sending again, so the model never sees it twice. Errors propagate: the message stays undelivered for a
+ * header before sending again, so the model never sees it twice. A message its recipient read with read-messages is
+ * never sent (read-messages marks it under the same lock). Errors propagate: the message stays undelivered for a
  * later sweep.
  */
 export async function deliverInboxMessage(
@@ -97,6 +104,8 @@ export async function deliverInboxMessage(
     if (read.kind !== "ok") return { delivery: "stored", outcome: "gone" };
     const current = { ...read.value, file: message.file };
     if (current.deliveredAt) return { delivery: "queued", outcome: "already" };
+    // read-messages marks under this same lock: a message it returned has reached the model, once is enough.
+    if (current.readAt) return { delivery: "stored", outcome: "read" };
     const target = await targetOf(ctx, team, recipient);
     if (!target) return { delivery: "stored", outcome: "stored" };
     const { statuses } = await target.server.sessionStatuses(

@@ -88,14 +88,16 @@ function markMessages(
   );
 }
 
-/** Messages kept for `agentId` (and the runs it resumes) that never reached its session, oldest first. */
+/** Messages kept for `agentId` (and the runs it resumes) that never reached its session nor were read, oldest first. */
 export async function storedMessages(
   ctx: TeamsContext,
   team: TeamConfig,
   agentId: string,
 ): Promise<FiledMessage[]> {
   const { items } = await listInbox(ctx, team, agentId);
-  return items.filter((message) => message.type === "message" && !message.deliveredAt).reverse();
+  return items
+    .filter((message) => message.type === "message" && !message.deliveredAt && !message.readAt)
+    .reverse();
 }
 
 /**
@@ -169,9 +171,18 @@ export async function readMessages(
   }
   const team = await loadTeam(ctx, input.teamName);
   const caller = await requireMember(ctx, team, callerSessionId);
-  const { items, warnings } = await listInbox(ctx, team, caller.agentId, input);
+  const readAndMark = async () => {
+    const listed = await listInbox(ctx, team, caller.agentId, input);
+    // Each mark holds the message file's lock, which a delivery holds while it checks and sends.
+    await markMessages(ctx, listed.items.slice(0, limit), "readAt");
+    return listed;
+  };
+  // The leader's notices go out in digests, which hold the team's digest lock rather than each notice's: a read
+  // under that lock is either before the digest took the notices (then the digest leaves them out) or after it.
+  const { items, warnings } = caller.isLeader
+    ? await ctx.store.noticeDigest.withLock(team.name, readAndMark)
+    : await readAndMark();
   const returned = items.slice(0, limit);
-  await markMessages(ctx, returned, "readAt");
   const unread = items.slice(limit).filter((message) => !message.readAt).length;
   return {
     success: true,

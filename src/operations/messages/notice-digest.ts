@@ -44,9 +44,10 @@ function isNotice(message: InboxMessage): boolean {
   return message.type !== "message";
 }
 
+/** Notices not in the leader's session yet and not read with read-messages (which marks under the digest lock). */
 async function pendingNotices(ctx: TeamsContext, team: TeamConfig): Promise<FiledMessage[]> {
   const { items } = await ctx.store.readInbox(team.name, team.leader);
-  return items.filter((message) => isNotice(message) && !message.deliveredAt);
+  return items.filter((message) => isNotice(message) && !message.deliveredAt && !message.readAt);
 }
 
 function flushKey(ctx: TeamsContext, team: TeamConfig): string {

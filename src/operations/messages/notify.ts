@@ -95,7 +95,7 @@ export async function deliverPending(
       if (settled.has(file)) continue;
       const read = await ctx.store.readInboxMessage(team.name, file);
       if (read.kind === "corrupt") logDamage(ctx, team, read.warning);
-      if (read.kind !== "ok" || read.value.deliveredAt) {
+      if (read.kind !== "ok" || read.value.deliveredAt || read.value.readAt) {
         settled.add(file);
         continue;
       }
