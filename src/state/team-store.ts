@@ -5,6 +5,7 @@ import { mapLimit } from "../map-limit.ts";
 import { ColorStore } from "./color-store.ts";
 import { readSlot, writeSlot } from "./heartbeat-slot.ts";
 import { HistoryStore } from "./history-store.ts";
+import { type MarkOptions, markInboxFiles, readInboxFile, removeInboxFiles } from "./inbox-files.ts";
 import { type LockPlacement, type LockTiming, tryFileLock, withFileLock } from "./lock.ts";
 import { tightenDir } from "./modes.ts";
 import { NoticeDigestStore } from "./notice-digest-store.ts";
@@ -553,32 +554,23 @@ export class TeamStore {
     await writeJson(message.file, InboxMessageSchema, { ...message, deliveredAt });
   }
 
-  /**
-   * Write `change` into each message's file, under its lock and re-read first, so two markings of one message at the
-   * same time (a delivery and a read) never undo each other. `unlessSet`: a file that has this field keeps its value.
-   */
-  async markInboxMessages(
+  /** Write `change` into each message's file under its lock, re-read first (see markInboxFiles). */
+  markInboxMessages(
     messages: readonly FiledMessage[],
     change: Partial<InboxMessage>,
-    options: { unlessSet?: "readAt" | "attemptedAt" | "deliveredAt"; durable?: boolean } = {},
-  ): Promise<void> {
-    await mapLimit(messages, 8, ({ file }) =>
-      withFileLock(
-        file,
-        async () => {
-          const current = await readJson(file, InboxMessageSchema);
-          if (current.kind !== "ok" || (options.unlessSet && current.value[options.unlessSet])) return;
-          const durable = options.durable ?? true;
-          await writeJson(file, InboxMessageSchema, { ...current.value, ...change }, { durable });
-        },
-        this.lockTiming,
-      ),
-    );
+    options: MarkOptions = {},
+  ) {
+    return markInboxFiles(messages, change, options, this.lockTiming);
   }
 
-  /** One inbox message; a damaged one is moved aside, reported and noted for the team's next listing. */
+  /** Delete messages that reached their recipient (the inbox bound, see removeInboxFiles). */
+  removeInboxMessages(messages: readonly FiledMessage[]): Promise<void> {
+    return removeInboxFiles(messages.map((message) => message.file));
+  }
+
+  /** One inbox message; a damaged or oversized one is moved aside, reported and noted for the team's next listing. */
   async readInboxMessage(teamName: string, file: string): Promise<ReadResult<InboxMessage>> {
-    return this.noted(teamName, await readJson(file, InboxMessageSchema));
+    return this.noted(teamName, await readInboxFile(file));
   }
 
   /** Agents that have an inbox directory (one listing of the team's inbox folder; nothing is read). */

@@ -7,6 +7,7 @@ import type { TeamsContext } from "../context.ts";
 import { CallerError, type OpResult } from "../result.ts";
 import { loadTeam, requireMember } from "../team/identity.ts";
 import { messageHeader, renderMessage, sessionShows } from "./delivery.ts";
+import { readBoundedInbox } from "./inbox-bound.ts";
 
 export const READ_LIMIT_DEFAULT = 20;
 export const READ_LIMIT_MAX = 100;
@@ -51,7 +52,10 @@ export async function inboxChain(ctx: TeamsContext, team: TeamConfig, agentId: s
   return chain;
 }
 
-/** The inbox of `agentId` (and its earlier runs), newest first, filtered. Nothing is marked. */
+/**
+ * The inbox of `agentId` (and its earlier runs), newest first, filtered. Nothing is marked; messages beyond the bound
+ * of those that reached their recipient are deleted (inbox-bound.ts).
+ */
 export async function listInbox(
   ctx: TeamsContext,
   team: TeamConfig,
@@ -61,7 +65,7 @@ export async function listInbox(
   const items: FiledMessage[] = [];
   const warnings: string[] = [];
   for (const id of await inboxChain(ctx, team, agentId)) {
-    const listed = await ctx.store.readInbox(team.name, id);
+    const listed = await readBoundedInbox(ctx, team.name, id);
     items.push(...listed.items);
     warnings.push(...listed.warnings);
   }

@@ -3,6 +3,7 @@ import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { isLive } from "../liveness/heartbeat.ts";
 import { deliverInboxMessage } from "./delivery.ts";
+import { keepInboxBounded } from "./inbox-bound.ts";
 import { flushNotices, flushScheduled, SYSTEM_SENDER } from "./notice-digest.ts";
 
 export { SYSTEM_SENDER };
@@ -27,6 +28,7 @@ export async function notifyLeader(
     createdAt: isoNow(ctx.clock),
     ...(notice.data ? { data: notice.data } : {}),
   });
+  await keepInboxBounded(ctx, team.name, team.leader);
   let delivered = 0;
   try {
     // A burst of notices (many deaths in one sweep pass) does not queue on the digest lock for a flush already due.

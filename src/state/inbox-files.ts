@@ -1,0 +1,91 @@
+import { open, rename, rm } from "node:fs/promises";
+import path from "node:path";
+import { mapLimit } from "../map-limit.ts";
+import { type LockTiming, withFileLock } from "./lock.ts";
+import { type InboxMessage, InboxMessageSchema } from "./schemas.ts";
+import { parseJson, type ReadResult, readJson, writeJson } from "./store.ts";
+
+/** `unlessSet`: a file that has this field keeps its value. `durable` (default true): flushed to disk. */
+export interface MarkOptions {
+  unlessSet?: "readAt" | "attemptedAt" | "deliveredAt";
+  durable?: boolean;
+}
+
+/**
+ * Write `change` into each message's file, under its lock and re-read first, so two markings of one message at the
+ * same time (a delivery and a read) never undo each other. A file gone (pruned, moved aside) is left alone.
+ */
+export async function markInboxFiles(
+  messages: readonly { file: string }[],
+  change: Partial<InboxMessage>,
+  options: MarkOptions,
+  lockTiming: Partial<LockTiming>,
+): Promise<void> {
+  await mapLimit(messages, 8, ({ file }) =>
+    withFileLock(
+      file,
+      async () => {
+        const current = await readJson(file, InboxMessageSchema);
+        if (current.kind !== "ok" || (options.unlessSet && current.value[options.unlessSet])) return;
+        const durable = options.durable ?? true;
+        await writeJson(file, InboxMessageSchema, { ...current.value, ...change }, { durable });
+      },
+      lockTiming,
+    ),
+  );
+}
+
+/**
+ * The largest inbox message file read. A message's text is at most 16 kB and a notice's report as much (with its
+ * summary and the copies in `data`, under 200 kB even with every character escaped); a larger file was not written by
+ * us, and read whole it would put megabytes into a tool result.
+ */
+export const INBOX_FILE_MAX_BYTES = 1024 * 1024;
+
+/** Move a file too large to be a message aside, as a damaged one is (`<file>.corrupt-…`), and say so. */
+async function moveAsideTooLarge(file: string, size: number): Promise<ReadResult<InboxMessage>> {
+  const target = `${file}.corrupt-${new Date().toISOString().replace(/[:.]/g, "-")}-${process.pid}-too-large`;
+  const problem = `${size} bytes, over the ${INBOX_FILE_MAX_BYTES}-byte limit of an inbox message`;
+  try {
+    await rename(file, target);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+    return { kind: "missing" };
+  }
+  const warning = `${path.basename(file)} was damaged (${problem}) and moved aside to ${path.basename(target)}`;
+  return { kind: "corrupt", warning, movedTo: target };
+}
+
+/**
+ * One inbox message file, its size checked on the open handle before it is read: an oversized one is moved aside
+ * unread. A file that does not parse goes through readJson, which moves it aside with the care a damaged file needs.
+ */
+export async function readInboxFile(file: string): Promise<ReadResult<InboxMessage>> {
+  let text: string;
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(file, "r");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "missing" };
+    throw error;
+  }
+  let size: number;
+  try {
+    size = (await handle.stat()).size;
+    text = size > INBOX_FILE_MAX_BYTES ? "" : await handle.readFile("utf8");
+  } finally {
+    await handle.close().catch(() => {});
+  }
+  if (size > INBOX_FILE_MAX_BYTES) return moveAsideTooLarge(file, size);
+  const parsed = parseJson(text, InboxMessageSchema);
+  return parsed.ok ? { kind: "ok", value: parsed.value } : readJson(file, InboxMessageSchema);
+}
+
+/**
+ * Delete message files, without their locks: only messages that reached their recipient are deleted, and those are
+ * never sent again. A marking that re-read one just before (a late `readAt`) may write it back; the next pruning
+ * deletes it again.
+ */
+export async function removeInboxFiles(files: readonly string[]): Promise<void> {
+  await mapLimit(files, 16, (file) => rm(file, { force: true }));
+}
