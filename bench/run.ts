@@ -59,6 +59,7 @@ const GROUPS: { id: string; own: number; run: (quick: boolean) => Promise<Figure
   { id: "8", own: 1, run: (quick) => import("./fig-messages.ts").then((m) => m.benchMessages(quick)) },
   { id: "9", own: 1, run: benchWorktree },
   { id: "10", own: 1, run: benchPermissionNotice },
+  { id: "11", own: 1, run: (quick) => import("./fig-inbox.ts").then((m) => m.benchInbox(quick)) },
 ];
 
 function parseArgs(argv: readonly string[]): { quick: boolean; only: Set<string> | undefined } {

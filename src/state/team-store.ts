@@ -585,14 +585,18 @@ export class TeamStore {
     return names.map((name) => path.join(dir, name));
   }
 
+  /** One inbox, oldest first; its files are read in parallel (an inbox holds up to the bound plus the unseen). */
   async readInbox(teamName: string, agentId: string): Promise<Listed<FiledMessage>> {
+    const files = await this.inboxFiles(teamName, agentId);
+    const reads = await mapLimit(files, BATCH_IO_CONCURRENCY, (file) =>
+      this.readInboxMessage(teamName, file),
+    );
     const items: FiledMessage[] = [];
     const warnings: string[] = [];
-    for (const file of await this.inboxFiles(teamName, agentId)) {
-      const read = await this.readInboxMessage(teamName, file);
-      if (read.kind === "ok") items.push({ ...read.value, file });
+    reads.forEach((read, i) => {
+      if (read.kind === "ok") items.push({ ...read.value, file: files[i] as string });
       else if (read.kind === "corrupt") warnings.push(`inbox message ${read.warning}`);
-    }
+    });
     return { items, warnings };
   }
 }

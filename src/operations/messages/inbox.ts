@@ -79,14 +79,17 @@ export async function listInbox(
   return { items: kept, warnings };
 }
 
-/** Set `field` to now on messages that do not have it yet; only a delivery mark is flushed to disk. */
+/**
+ * Set `field` to now on messages that do not have it yet; only a delivery mark is flushed to disk. One listed with it
+ * is skipped without taking its lock: a mark is never taken back.
+ */
 function markMessages(
   ctx: TeamsContext,
   messages: readonly FiledMessage[],
   field: "readAt" | "attemptedAt" | "deliveredAt",
 ): Promise<void> {
   return ctx.store.markInboxMessages(
-    messages,
+    messages.filter((message) => message[field] === undefined),
     { [field]: isoNow(ctx.clock) },
     { unlessSet: field, durable: field === "deliveredAt" },
   );
