@@ -3,7 +3,7 @@ import type { OpencodeApi } from "../../edges/opencode-api.ts";
 import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
 import type { FiledMessage } from "../../state/team-store.ts";
 import type { TeamsContext } from "../context.ts";
-import { quoteLines } from "./quoting.ts";
+import { inlineText, quoteLines } from "./quoting.ts";
 
 /**
  * How a message reached its recipient: `prompted` started a turn of an idle session; `queued` was put into the session
@@ -67,8 +67,9 @@ async function targetOf(ctx: TeamsContext, team: TeamConfig, agentId: string): P
 
 /** The first line the recipient's model reads: who sent it, from where, and the id to refer to it by. */
 export function messageHeader(message: InboxMessage): string {
-  const who = message.fromName ?? message.from;
-  const role = message.fromRole ? ` (${message.fromRole})` : "";
+  // A name never breaks the header's line (names are checked at spawn; this holds for any file on disk too).
+  const who = inlineText(message.fromName ?? message.from);
+  const role = message.fromRole ? ` (${inlineText(message.fromRole)})` : "";
   return `[message from ${who}${role} via team ${message.teamName}, id ${message.id}]`;
 }
 
