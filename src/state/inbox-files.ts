@@ -3,7 +3,7 @@ import path from "node:path";
 import { mapLimit } from "../map-limit.ts";
 import { type LockTiming, withFileLock } from "./lock.ts";
 import { type InboxMessage, InboxMessageSchema } from "./schemas.ts";
-import { parseJson, type ReadResult, readJson, writeJson } from "./store.ts";
+import { corruptWarning, parseJson, quarantine, type ReadResult, readJson, writeJson } from "./store.ts";
 
 /** `unlessSet`: a file that has this field keeps its value. `durable` (default true): flushed to disk. */
 export interface MarkOptions {
@@ -58,7 +58,7 @@ async function moveAsideTooLarge(file: string, size: number): Promise<ReadResult
 
 /**
  * One inbox message file, its size checked on the open handle before it is read: an oversized one is moved aside
- * unread. A file that does not parse goes through readJson, which moves it aside with the care a damaged file needs.
+ * unread. One that does not parse is moved aside as readJson does (quarantine).
  */
 export async function readInboxFile(file: string): Promise<ReadResult<InboxMessage>> {
   let text: string;
@@ -78,7 +78,12 @@ export async function readInboxFile(file: string): Promise<ReadResult<InboxMessa
   }
   if (size > INBOX_FILE_MAX_BYTES) return moveAsideTooLarge(file, size);
   const parsed = parseJson(text, InboxMessageSchema);
-  return parsed.ok ? { kind: "ok", value: parsed.value } : readJson(file, InboxMessageSchema);
+  if (parsed.ok) return { kind: "ok", value: parsed.value };
+  const outcome = await quarantine(file, text);
+  // Replaced by a writer since it was read: readJson reads it again, as any damaged file is.
+  if (outcome.kind === "changed") return readJson(file, InboxMessageSchema);
+  const movedTo = outcome.kind === "moved" ? outcome.to : undefined;
+  return { kind: "corrupt", warning: corruptWarning(file, parsed.problem, outcome), movedTo };
 }
 
 /**
