@@ -54,7 +54,7 @@ export async function collectStatus(
     const held = (agentId: string) =>
       tasks.filter((t) => t.assignee === agentId && t.status === "in_progress").map((t) => t.id);
     const unreadOf = async (agentId: string) =>
-      (await ctx.store.readInbox(team, agentId)).items.filter((m) => !m.readAt).length;
+      (await ctx.store.readUnreadInbox(team, agentId)).items.filter((m) => !m.readAt).length;
     for (const view of listed.items) {
       const { state } = view;
       if (state.status === "terminated" && !includeTerminated) continue;

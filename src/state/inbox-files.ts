@@ -2,8 +2,58 @@ import { open, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { mapLimit } from "../map-limit.ts";
 import { type LockTiming, withFileLock } from "./lock.ts";
+import { makePrivateDir } from "./modes.ts";
 import { type InboxMessage, InboxMessageSchema } from "./schemas.ts";
-import { corruptWarning, parseJson, quarantine, type ReadResult, readJson, writeJson } from "./store.ts";
+import {
+  corruptWarning,
+  listDir,
+  parseJson,
+  quarantine,
+  type ReadResult,
+  readJson,
+  writeJson,
+} from "./store.ts";
+import type { FiledMessage, Listed } from "./team-store.ts";
+
+/**
+ * Where an inbox's read messages go (`<inbox>/read/`). A read message never changes again (it is never delivered
+ * after, and no mark but readAt applies to it), so what only needs the unread ones (a notice flush, the sweep,
+ * `status`) lists and reads the inbox's own directory, whatever the number of read messages.
+ */
+export function readDirOf(inboxDir: string): string {
+  return path.join(inboxDir, "read");
+}
+
+export function byBaseName(a: string, b: string): number {
+  const [x, y] = [path.basename(a), path.basename(b)];
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** A message's file in `dir`: named by its creation time, so a listing sorts oldest first. */
+export function messagePath(dir: string, message: Pick<InboxMessage, "createdAt" | "id">): string {
+  return path.join(dir, `${message.createdAt.replace(/[:.]/g, "-")}-${message.id}.json`);
+}
+
+/** The message files of one directory, oldest first (a message's file name starts with its creation time). */
+export async function messageFiles(dir: string): Promise<string[]> {
+  const names = (await listDir(dir)).filter((name) => name.endsWith(".json")).sort();
+  return names.map((name) => path.join(dir, name));
+}
+
+/** `files` read in parallel, in their order; the damaged are left out and reported. */
+export async function readMessageFiles(
+  files: readonly string[],
+  read: (file: string) => Promise<ReadResult<InboxMessage>>,
+): Promise<Listed<FiledMessage>> {
+  const reads = await mapLimit(files, 32, read);
+  const items: FiledMessage[] = [];
+  const warnings: string[] = [];
+  reads.forEach((result, i) => {
+    if (result.kind === "ok") items.push({ ...result.value, file: files[i] as string });
+    else if (result.kind === "corrupt") warnings.push(`inbox message ${result.warning}`);
+  });
+  return { items, warnings };
+}
 
 /** `unlessSet`: a file that has this field keeps its value. `durable` (default true): flushed to disk. */
 export interface MarkOptions {
@@ -13,7 +63,10 @@ export interface MarkOptions {
 
 /**
  * Write `change` into each message's file, under its lock and re-read first, so two markings of one message at the
- * same time (a delivery and a read) never undo each other. A file gone (pruned, moved aside) is left alone.
+ * same time (a delivery and a read) never undo each other. A file gone (pruned, moved aside, read) is left alone. A
+ * message that is read once marked is then moved into `read/`, still under its lock: a delivery waiting for the lock
+ * finds it gone and sends nothing. A crash between the two leaves it read where it was, which every reader takes for
+ * read, and an empty `change` moves it later (as it moves one an older version marked read in place).
  */
 export async function markInboxFiles(
   messages: readonly { file: string }[],
@@ -27,8 +80,14 @@ export async function markInboxFiles(
       async () => {
         const current = await readJson(file, InboxMessageSchema);
         if (current.kind !== "ok" || (options.unlessSet && current.value[options.unlessSet])) return;
+        const next = { ...current.value, ...change };
         const durable = options.durable ?? true;
-        await writeJson(file, InboxMessageSchema, { ...current.value, ...change }, { durable });
+        if (Object.keys(change).length > 0) await writeJson(file, InboxMessageSchema, next, { durable });
+        // Inbox directories are named by agent id (a uuid): a directory named "read" is a read/ one.
+        if (next.readAt === undefined || path.basename(path.dirname(file)) === "read") return;
+        const readDir = readDirOf(path.dirname(file));
+        await makePrivateDir(readDir);
+        await rename(file, path.join(readDir, path.basename(file)));
       },
       lockTiming,
     ),

@@ -5,7 +5,7 @@ import { mapLimit } from "../map-limit.ts";
 import { ColorStore } from "./color-store.ts";
 import { readSlot, writeSlot } from "./heartbeat-slot.ts";
 import { HistoryStore } from "./history-store.ts";
-import { type MarkOptions, markInboxFiles, readInboxFile, removeInboxFiles } from "./inbox-files.ts";
+import * as inbox from "./inbox-files.ts";
 import { type LockPlacement, type LockTiming, tryFileLock, withFileLock } from "./lock.ts";
 import { tightenDir } from "./modes.ts";
 import { NoticeDigestStore } from "./notice-digest-store.ts";
@@ -539,8 +539,7 @@ export class TeamStore {
 
   /** Where one inbox message lives: named by creation time, so a directory listing sorts oldest first. */
   inboxMessageFile(message: Pick<InboxMessage, "teamName" | "to" | "createdAt" | "id">): string {
-    const stamp = message.createdAt.replace(/[:.]/g, "-");
-    return path.join(this.paths.inboxDir(message.teamName, message.to), `${stamp}-${message.id}.json`);
+    return inbox.messagePath(this.paths.inboxDir(message.teamName, message.to), message);
   }
 
   /** Not flushed: after a power cut that lost it the session is not checked, but the server lost its recent state too. */
@@ -558,19 +557,19 @@ export class TeamStore {
   markInboxMessages(
     messages: readonly FiledMessage[],
     change: Partial<InboxMessage>,
-    options: MarkOptions = {},
+    opts: inbox.MarkOptions = {},
   ) {
-    return markInboxFiles(messages, change, options, this.lockTiming);
+    return inbox.markInboxFiles(messages, change, opts, this.lockTiming);
   }
 
   /** Delete messages that reached their recipient (the inbox bound, see removeInboxFiles). */
-  removeInboxMessages(messages: readonly FiledMessage[]): Promise<void> {
-    return removeInboxFiles(messages.map((message) => message.file));
+  removeInboxMessages(messages: readonly { file: string }[]): Promise<void> {
+    return inbox.removeInboxFiles(messages.map((message) => message.file));
   }
 
   /** One inbox message; a damaged or oversized one is moved aside, reported and noted for the team's next listing. */
   async readInboxMessage(teamName: string, file: string): Promise<ReadResult<InboxMessage>> {
-    return this.noted(teamName, await readInboxFile(file));
+    return this.noted(teamName, await inbox.readInboxFile(file));
   }
 
   /** Agents that have an inbox directory (one listing of the team's inbox folder; nothing is read). */
@@ -578,25 +577,29 @@ export class TeamStore {
     return new Set(await listDir(this.paths.inboxesDir(teamName)));
   }
 
-  /** The message files of one inbox, oldest first (nothing is read). */
-  async inboxFiles(teamName: string, agentId: string): Promise<string[]> {
-    const dir = this.paths.inboxDir(teamName, agentId);
-    const names = (await listDir(dir)).filter((file) => file.endsWith(".json")).sort();
-    return names.map((name) => path.join(dir, name));
+  /** The files of one inbox's messages not read yet, oldest first (nothing is read; see inbox-files.ts). */
+  inboxFiles(teamName: string, agentId: string): Promise<string[]> {
+    return inbox.messageFiles(this.paths.inboxDir(teamName, agentId));
   }
 
-  /** One inbox, oldest first; its files are read in parallel (an inbox holds up to the bound plus the unseen). */
-  async readInbox(teamName: string, agentId: string): Promise<Listed<FiledMessage>> {
+  /** The files of one inbox's read messages (its `read/`), oldest first (nothing is read). */
+  inboxReadFiles(teamName: string, agentId: string): Promise<string[]> {
+    return inbox.messageFiles(inbox.readDirOf(this.paths.inboxDir(teamName, agentId)));
+  }
+
+  /** One inbox's messages not read yet (and any read one a crash or an older version left among them), oldest first. */
+  async readUnreadInbox(teamName: string, agentId: string): Promise<Listed<FiledMessage>> {
     const files = await this.inboxFiles(teamName, agentId);
-    const reads = await mapLimit(files, BATCH_IO_CONCURRENCY, (file) =>
+    return inbox.readMessageFiles(files, (file) => this.readInboxMessage(teamName, file));
+  }
+
+  /** One whole inbox, read messages included, oldest first. */
+  async readInbox(teamName: string, agentId: string): Promise<Listed<FiledMessage>> {
+    const files = (await this.inboxFiles(teamName, agentId)).concat(
+      await this.inboxReadFiles(teamName, agentId),
+    );
+    return inbox.readMessageFiles(files.sort(inbox.byBaseName), (file) =>
       this.readInboxMessage(teamName, file),
     );
-    const items: FiledMessage[] = [];
-    const warnings: string[] = [];
-    reads.forEach((read, i) => {
-      if (read.kind === "ok") items.push({ ...read.value, file: files[i] as string });
-      else if (read.kind === "corrupt") warnings.push(`inbox message ${read.warning}`);
-    });
-    return { items, warnings };
   }
 }

@@ -146,3 +146,37 @@ test("a send log keeps only the last minute's sends, however long the sender tal
   const log = await readJson(ctx.store.paths.sendLog("alpha", HUMAN.agentId), SendLogSchema);
   expect(log.kind === "ok" ? log.value.sentAt.length : -1).toBeLessThanOrEqual(MESSAGES_PER_MINUTE);
 });
+
+test("read messages move to the inbox's read/, which keeps the newest of them; read-messages still shows them", async () => {
+  const agent = await addAgent(ctx, "alpha", { name: "w1", status: "spawning" });
+  const team = await teamConfig(ctx);
+  const sendOne = async (message: string) => {
+    ctx.clock.advance(1_000);
+    await sendAs(ctx, team, HUMAN, { to: "w1", message });
+  };
+  for (let i = 0; i < 8; i++) await sendOne(`first ${i}`);
+  const read = (args: Record<string, unknown> = {}) =>
+    call<{ messages: { text: string; read: boolean }[]; unread: number }>(
+      "read-messages",
+      { teamName: "alpha", limit: 100, ...args },
+      agent.sessionId,
+    );
+  expect((await read()).messages).toHaveLength(8);
+  // Only what is not read yet stays where the flush, the sweep and status look.
+  expect(await ctx.store.inboxFiles("alpha", agent.agentId)).toEqual([]);
+  expect(await ctx.store.inboxReadFiles("alpha", agent.agentId)).toHaveLength(8);
+  for (let i = 0; i < 3; i++) await sendOne(`second ${i}`);
+  const again = await read();
+  expect(again.messages.map((m) => [m.text, m.read])).toEqual([
+    ["second 2", false],
+    ["second 1", false],
+    ["second 0", false],
+    ["first 7", true],
+    ["first 6", true],
+    ["first 5", true],
+    ["first 4", true],
+    ["first 3", true],
+  ]);
+  expect((await read({ unreadOnly: true })).messages).toEqual([]);
+  expect((await read({ limit: 2 })).messages.map((m) => m.text)).toEqual(["second 2", "second 1"]);
+});

@@ -13,8 +13,8 @@ function newestFirst(a: FiledMessage, b: FiledMessage): number {
 }
 
 /**
- * `items` (one inbox, read whole) without the messages that reached their recipient beyond the newest
- * `inboxKeepRead` of them, which are deleted. A message that reached no one is always kept, however many there are.
+ * `items` (one inbox's messages not read yet, read whole) without those that reached their recipient (delivered)
+ * beyond the newest `inboxKeepRead` of them, which are deleted. A message that reached no one is always kept.
  */
 export async function pruneInbox(ctx: TeamsContext, items: FiledMessage[]): Promise<FiledMessage[]> {
   const reached = items.filter(reachedRecipient);
@@ -24,14 +24,32 @@ export async function pruneInbox(ctx: TeamsContext, items: FiledMessage[]): Prom
   return items.filter((message) => !dropped.has(message));
 }
 
-/** One inbox, read whole and kept within the bound. */
-export async function readBoundedInbox(
+/**
+ * One inbox's messages not read yet, kept within the bound: what a flush or a resume needs. A read one found among
+ * them (a crash between marking and moving it, an older version's inbox) is moved into `read/` and left out.
+ */
+export async function readUnreadBounded(
   ctx: TeamsContext,
   teamName: string,
   agentId: string,
 ): Promise<Listed<FiledMessage>> {
-  const listed = await ctx.store.readInbox(teamName, agentId);
-  return { items: await pruneInbox(ctx, listed.items), warnings: listed.warnings };
+  const listed = await ctx.store.readUnreadInbox(teamName, agentId);
+  const kept = await pruneInbox(ctx, listed.items);
+  const read = kept.filter((message) => message.readAt !== undefined);
+  if (read.length > 0) await ctx.store.markInboxMessages(read, {});
+  return { items: kept.filter((message) => message.readAt === undefined), warnings: listed.warnings };
+}
+
+/**
+ * The files of one inbox's read messages, oldest first, the newest `inboxKeepRead` of them: older ones are deleted.
+ * By name alone (a file's name starts with its message's creation time): nothing is read.
+ */
+export async function keptReadFiles(ctx: TeamsContext, teamName: string, agentId: string): Promise<string[]> {
+  const files = await ctx.store.inboxReadFiles(teamName, agentId);
+  const excess = files.length - ctx.options.inboxKeepRead;
+  if (excess <= 0) return files;
+  await ctx.store.removeInboxMessages(files.slice(0, excess).map((file) => ({ file })));
+  return files.slice(excess);
 }
 
 /**
@@ -44,7 +62,7 @@ export async function keepInboxBounded(ctx: TeamsContext, teamName: string, agen
   try {
     const files = await ctx.store.inboxFiles(teamName, agentId);
     if (files.length > keep + Math.max(10, Math.ceil(keep / 2)))
-      await readBoundedInbox(ctx, teamName, agentId);
+      await readUnreadBounded(ctx, teamName, agentId);
   } catch (error) {
     ctx.log("warn", "pruning an inbox failed; the next message tries again", {
       team: teamName,

@@ -1,13 +1,15 @@
+import path from "node:path";
 import { isoNow } from "../../clock.ts";
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
+import { mapLimit } from "../../map-limit.ts";
 import { assertTeamName } from "../../state/paths.ts";
 import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
-import type { FiledMessage } from "../../state/team-store.ts";
+import type { FiledMessage, Listed } from "../../state/team-store.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, type OpResult } from "../result.ts";
 import { loadTeam, requireMember } from "../team/identity.ts";
 import { messageHeader, renderMessage, sessionShows } from "./delivery.ts";
-import { readBoundedInbox } from "./inbox-bound.ts";
+import { keptReadFiles, readUnreadBounded } from "./inbox-bound.ts";
 
 export const READ_LIMIT_DEFAULT = 20;
 export const READ_LIMIT_MAX = 100;
@@ -52,31 +54,64 @@ export async function inboxChain(ctx: TeamsContext, team: TeamConfig, agentId: s
   return chain;
 }
 
+/** `newest`: how many read messages the caller can use at most (read-messages' limit); all when absent. */
+export interface InboxFilter {
+  unreadOnly?: boolean;
+  from?: string;
+  newest?: number;
+}
+
 /**
  * The inbox of `agentId` (and its earlier runs), newest first, filtered. Nothing is marked; messages beyond the bound
- * of those that reached their recipient are deleted (inbox-bound.ts).
+ * are deleted (inbox-bound.ts). The messages not read yet are read whole; of the read ones (in `read/`) only the
+ * newest that match, up to `newest`: what a call costs does not grow with the read messages an inbox keeps.
  */
 export async function listInbox(
   ctx: TeamsContext,
   team: TeamConfig,
   agentId: string,
-  filter: { unreadOnly?: boolean; from?: string } = {},
-): Promise<{ items: FiledMessage[]; warnings: string[] }> {
+  filter: InboxFilter = {},
+): Promise<Listed<FiledMessage>> {
+  const from = filter.from === "leader" ? team.leader : filter.from;
+  const matches = (message: InboxMessage) =>
+    (!filter.unreadOnly || !message.readAt) && (!from || message.from === from || message.fromName === from);
   const items: FiledMessage[] = [];
   const warnings: string[] = [];
+  const readFiles: string[] = [];
   for (const id of await inboxChain(ctx, team, agentId)) {
-    const listed = await readBoundedInbox(ctx, team.name, id);
-    items.push(...listed.items);
+    const listed = await readUnreadBounded(ctx, team.name, id);
+    items.push(...listed.items.filter(matches));
     warnings.push(...listed.warnings);
+    if (!filter.unreadOnly) readFiles.push(...(await keptReadFiles(ctx, team.name, id)));
   }
-  const from = filter.from === "leader" ? team.leader : filter.from;
-  const kept = items.filter(
-    (message) =>
-      (!filter.unreadOnly || !message.readAt) &&
-      (!from || message.from === from || message.fromName === from),
-  );
-  kept.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
-  return { items: kept, warnings };
+  const read = await newestRead(ctx, team.name, readFiles, matches, filter.newest);
+  items.push(...read.items);
+  warnings.push(...read.warnings);
+  items.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+  return { items, warnings };
+}
+
+/** Of read messages' files, those that match, read newest first a batch at a time until `want` of them matched. */
+async function newestRead(
+  ctx: TeamsContext,
+  teamName: string,
+  files: readonly string[],
+  matches: (message: InboxMessage) => boolean,
+  want = Number.POSITIVE_INFINITY,
+): Promise<Listed<FiledMessage>> {
+  const order = [...files].sort((a, b) => (path.basename(a) < path.basename(b) ? 1 : -1));
+  const batch = Number.isFinite(want) ? Math.max(1, want) : 32;
+  const items: FiledMessage[] = [];
+  const warnings: string[] = [];
+  for (let start = 0; start < order.length && items.length < want; start += batch) {
+    const chunk = order.slice(start, start + batch);
+    const reads = await mapLimit(chunk, 32, (file) => ctx.store.readInboxMessage(teamName, file));
+    reads.forEach((read, i) => {
+      if (read.kind === "ok" && matches(read.value)) items.push({ ...read.value, file: chunk[i] as string });
+      else if (read.kind === "corrupt") warnings.push(`inbox message ${read.warning}`);
+    });
+  }
+  return { items, warnings };
 }
 
 /**
@@ -101,7 +136,7 @@ export async function storedMessages(
   team: TeamConfig,
   agentId: string,
 ): Promise<FiledMessage[]> {
-  const { items } = await listInbox(ctx, team, agentId);
+  const { items } = await listInbox(ctx, team, agentId, { unreadOnly: true });
   return items
     .filter((message) => message.type === "message" && !message.deliveredAt && !message.readAt)
     .reverse();
@@ -179,7 +214,7 @@ export async function readMessages(
   const team = await loadTeam(ctx, input.teamName);
   const caller = await requireMember(ctx, team, callerSessionId);
   const readAndMark = async () => {
-    const listed = await listInbox(ctx, team, caller.agentId, input);
+    const listed = await listInbox(ctx, team, caller.agentId, { ...input, newest: limit });
     // Each mark holds the message file's lock, which a delivery holds while it checks and sends.
     await markMessages(ctx, listed.items.slice(0, limit), "readAt");
     return listed;
