@@ -5,6 +5,8 @@
  * and a resume handed over messages the earlier run had read.
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
+import { writeFile } from "node:fs/promises";
+import path from "node:path";
 import { storedMessages } from "../../src/operations/messages/inbox.ts";
 import { flushNotices } from "../../src/operations/messages/notice-digest.ts";
 import { deliverPending, notifyLeader } from "../../src/operations/messages/notify.ts";
@@ -121,3 +123,39 @@ test("the leader's read-messages and a notice flush at the same instant: no noti
   }
   expect(violations).toEqual([]);
 });
+
+test("in two processes: one agent reads while another process's sweep delivers; nothing read is sent", async () => {
+  const team = await teamConfig(ctx);
+  const workers = [];
+  for (let i = 0; i < 24; i++) {
+    const w = await spawningWorker(`p${i}`);
+    await send(w.agent.name, `PROC-${i}`);
+    await w.activate();
+    workers.push(w);
+  }
+  const goFile = path.join(ctx.projectRoot, "go");
+  const script = path.join(import.meta.dir, "fixtures", "delivery-racer.ts");
+  const sessions = JSON.stringify(workers.map((w) => w.agent.sessionId));
+  const racer = Bun.spawn([process.execPath, script, ctx.projectRoot, team.name, sessions, goFile], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  await Bun.sleep(1_500); // the other process loaded and polling
+  await writeFile(goFile, "go");
+  // The reads go one after another, each a few ms apart, while the other process sweeps.
+  for (const w of workers) {
+    await read(w.agent.sessionId);
+    await Bun.sleep(Math.floor(Math.random() * 8));
+  }
+  const [out, err] = await Promise.all([
+    new Response(racer.stdout).text(),
+    new Response(racer.stderr).text(),
+  ]);
+  if ((await racer.exited) !== 0) throw new Error(`racer failed: ${err}`);
+  const result = JSON.parse(out.trim().split("\n").at(-1) ?? "{}") as {
+    delivered: number;
+    violations: string[];
+  };
+  expect(result.violations).toEqual([]);
+  console.log(`two processes: ${result.delivered} of 24 delivered before being read, the rest read first`);
+}, 60_000);
