@@ -3,7 +3,7 @@ import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { collectStatus } from "../src/cli/status.ts";
 import { readMessages } from "../src/operations/messages/inbox.ts";
-import { keptReadFiles, readUnreadBounded } from "../src/operations/messages/inbox-bound.ts";
+import { keptFiles } from "../src/operations/messages/inbox-bound.ts";
 import { HUMAN, sendAs } from "../src/operations/messages/messages.ts";
 import { notifyLeader } from "../src/operations/messages/notify.ts";
 import { messagePath } from "../src/state/inbox-files.ts";
@@ -18,8 +18,8 @@ const OLD_BIG = 10_000;
 const OLD_SMALL = 10;
 
 /**
- * `count` messages that reached `to` over a long life, oldest first: the worker's read (written where read-messages
- * leaves them, `read/`), the leader's notices delivered and never read. Written straight to disk 100 at a time, each
+ * `count` messages that reached `to` over a long life, oldest first: the worker's read, the leader's notices delivered
+ * and never read (written where the plugin leaves them, `read/`, `delivered/`). Written straight to disk 100 at a time, each
  * hundred followed by the pruning the plugin does on its next read or flush, so the directories are what such a life
  * leaves (one that once held 10,000 entries stays slower to list on ext4, which no living inbox reaches).
  */
@@ -35,8 +35,7 @@ async function oldMessages(
   const dir = ctx.store.paths.inboxDir(teamName, to);
   for (let first = 0; first < count; first += 100) {
     await writeBatch(start, first, Math.min(100, count - first), { teamName, to, type, read, dir });
-    if (read) await keptReadFiles(ctx, teamName, to);
-    else await readUnreadBounded(ctx, teamName, to);
+    await keptFiles(ctx, teamName, to, read ? "read" : "delivered");
   }
 }
 
@@ -47,7 +46,8 @@ async function writeBatch(
   where: { teamName: string; to: string; type: InboxMessage["type"]; read: boolean; dir: string },
 ): Promise<void> {
   const { teamName, to, type, read, dir } = where;
-  await mkdir(path.join(dir, "read"), { recursive: true });
+  const area = path.join(dir, read ? "read" : "delivered");
+  await mkdir(area, { recursive: true });
   for (let batch = 0; batch < count; batch += 64) {
     await Promise.all(
       Array.from({ length: Math.min(64, count - batch) }, async (_, j) => {
@@ -67,9 +67,7 @@ async function writeBatch(
           deliveredAt: at,
           ...(read ? { readAt: at } : {}),
         };
-        const name = path.basename(messagePath(dir, message));
-        const file = read ? path.join(dir, "read", name) : path.join(dir, name);
-        await createJson(file, InboxMessageSchema, message, { durable: false });
+        await createJson(messagePath(area, message), InboxMessageSchema, message, { durable: false });
       }),
     );
   }
@@ -145,7 +143,7 @@ export async function benchInbox(quick: boolean): Promise<Figure[]> {
       }
       const smallDir = (id: string) => ctx.store.paths.inboxDir("inbox-small", id);
       await trimTo(path.join(smallDir(smallSide.workerId), "read"), OLD_SMALL);
-      await trimTo(smallDir(smallSide.team.leader), OLD_SMALL);
+      await trimTo(path.join(smallDir(smallSide.team.leader), "delivered"), OLD_SMALL);
     }
   } finally {
     await ctx.cleanup();
@@ -156,7 +154,7 @@ export async function benchInbox(quick: boolean): Promise<Figure[]> {
   return names.map((name, i) =>
     figure(
       ids[i] ?? "11",
-      `${name}, inboxes that received ${OLD_BIG} read messages`,
+      `${name}, ${OLD_BIG} old messages (worker: read; leader: notices delivered, never read)`,
       "ms",
       big[i] ?? [],
       {

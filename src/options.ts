@@ -53,8 +53,8 @@ export const TeamsOptionsSchema = z.object({
    */
   noticeDigestMs: z.number().int().min(0).default(3_000),
   /**
-   * How many messages that reached their recipient (put into its session, or returned by read-messages) each inbox
-   * keeps; older ones are deleted. A message that reached no one is never deleted.
+   * How many messages each inbox keeps of those put into the recipient's session and not read, and as many of those
+   * read-messages returned; older ones are deleted. A message that reached no one is never deleted.
    */
   inboxKeepRead: z.number().int().positive().default(50),
   /** Where agents' worktrees go (`<worktreeRoot>/<team>/<agent>`); default `<storage>/worktrees`. Relative: to the project root. */

@@ -16,12 +16,61 @@ import {
 import type { FiledMessage, Listed } from "./team-store.ts";
 
 /**
- * Where an inbox's read messages go (`<inbox>/read/`). A read message never changes again (it is never delivered
- * after, and no mark but readAt applies to it), so what only needs the unread ones (a notice flush, the sweep,
- * `status`) lists and reads the inbox's own directory, whatever the number of read messages.
+ * An inbox's messages live in three places by what became of them: its own directory holds those that reached no one
+ * yet, `delivered/` those put into the recipient's session and not read, `read/` those read-messages returned. A
+ * message only moves forward (a read one never changes again, a delivered one only gets read), so what needs the
+ * pending ones (a notice flush, the sweep, a resume's hand-over) lists and reads the inbox's own directory, and what
+ * counts the others (`status`) lists names, whatever the number of old messages.
  */
-export function readDirOf(inboxDir: string): string {
-  return path.join(inboxDir, "read");
+export type InboxArea = "delivered" | "read";
+
+export function areaDir(inboxDir: string, area: InboxArea): string {
+  return path.join(inboxDir, area);
+}
+
+/** The path a message file has while it waits (its lock's path, whichever place it is in now). */
+export function pendingPathOf(file: string): string {
+  const dir = path.dirname(file);
+  // Inbox directories are named by agent id (a uuid): a directory named like an area is one.
+  const inArea = ["delivered", "read"].includes(path.basename(dir));
+  return inArea ? path.join(path.dirname(dir), path.basename(file)) : file;
+}
+
+/** Where a message belongs by its marks. */
+function placeOf(pending: string, message: InboxMessage): string {
+  const area = message.readAt ? "read" : message.deliveredAt ? "delivered" : undefined;
+  return area ? path.join(areaDir(path.dirname(pending), area), path.basename(pending)) : pending;
+}
+
+/** Move a message file where its marks say it belongs (under its lock); a no-op when it is there. */
+async function settle(file: string, message: InboxMessage): Promise<void> {
+  const target = placeOf(pendingPathOf(file), message);
+  if (target === file) return;
+  await makePrivateDir(path.dirname(target));
+  await rename(file, target);
+}
+
+/** A message file wherever it is now (waiting, delivered/, read/), read under its lock. */
+async function locate(file: string): Promise<{ file: string; read: ReadResult<InboxMessage> }> {
+  const pending = pendingPathOf(file);
+  const dir = path.dirname(pending);
+  const places = [
+    pending,
+    ...(["delivered", "read"] as const).map((a) => path.join(dir, a, path.basename(pending))),
+  ];
+  for (const place of places) {
+    const read = await readJson(place, InboxMessageSchema);
+    if (read.kind !== "missing") return { file: place, read };
+  }
+  return { file: pending, read: { kind: "missing" } };
+}
+
+/** Mark a message delivered and move it into `delivered/` (or `read/`); the caller holds its lock. */
+export async function markDelivered(message: FiledMessage, deliveredAt: string): Promise<void> {
+  const { file, ...value } = message;
+  const next = { ...value, deliveredAt };
+  await writeJson(file, InboxMessageSchema, next);
+  await settle(file, next);
 }
 
 export function byBaseName(a: string, b: string): number {
@@ -40,19 +89,26 @@ export async function messageFiles(dir: string): Promise<string[]> {
   return names.map((name) => path.join(dir, name));
 }
 
-/** `files` read in parallel, in their order; the damaged are left out and reported. */
+/**
+ * `files` read in parallel, in their order; the damaged are left out and reported. A message listed twice (it moved
+ * between two listings) is kept once, with its later marks.
+ */
 export async function readMessageFiles(
   files: readonly string[],
   read: (file: string) => Promise<ReadResult<InboxMessage>>,
 ): Promise<Listed<FiledMessage>> {
   const reads = await mapLimit(files, 32, read);
-  const items: FiledMessage[] = [];
+  const byId = new Map<string, FiledMessage>();
   const warnings: string[] = [];
   reads.forEach((result, i) => {
-    if (result.kind === "ok") items.push({ ...result.value, file: files[i] as string });
-    else if (result.kind === "corrupt") warnings.push(`inbox message ${result.warning}`);
+    if (result.kind === "corrupt") warnings.push(`inbox message ${result.warning}`);
+    if (result.kind !== "ok") return;
+    const seen = byId.get(result.value.id);
+    const marks = (m: InboxMessage) => (m.readAt ? 2 : m.deliveredAt ? 1 : 0);
+    if (!seen || marks(result.value) > marks(seen))
+      byId.set(result.value.id, { ...result.value, file: files[i] as string });
   });
-  return { items, warnings };
+  return { items: [...byId.values()], warnings };
 }
 
 /** `unlessSet`: a file that has this field keeps its value. `durable` (default true): flushed to disk. */
@@ -62,11 +118,12 @@ export interface MarkOptions {
 }
 
 /**
- * Write `change` into each message's file, under its lock and re-read first, so two markings of one message at the
- * same time (a delivery and a read) never undo each other. A file gone (pruned, moved aside, read) is left alone. A
- * message that is read once marked is then moved into `read/`, still under its lock: a delivery waiting for the lock
- * finds it gone and sends nothing. A crash between the two leaves it read where it was, which every reader takes for
- * read, and an empty `change` moves it later (as it moves one an older version marked read in place).
+ * Write `change` into each message's file, under its lock and re-read first wherever it is now, so two markings of one
+ * message at the same time (a delivery and a read) never undo each other. A file gone (pruned, moved aside) is left
+ * alone. The message then moves where its marks say (`delivered/`, `read/`), still under its lock: a delivery
+ * waiting for the lock finds it gone from the pending place and sends nothing. A crash between the write and the move
+ * leaves it marked where it was, which every reader takes by its marks, and an empty `change` moves it later (as it
+ * moves one an older version marked in place).
  */
 export async function markInboxFiles(
   messages: readonly { file: string }[],
@@ -74,20 +131,16 @@ export async function markInboxFiles(
   options: MarkOptions,
   lockTiming: Partial<LockTiming>,
 ): Promise<void> {
-  await mapLimit(messages, 8, ({ file }) =>
+  await mapLimit(messages, 8, ({ file: listed }) =>
     withFileLock(
-      file,
+      pendingPathOf(listed),
       async () => {
-        const current = await readJson(file, InboxMessageSchema);
+        const { file, read: current } = await locate(listed);
         if (current.kind !== "ok" || (options.unlessSet && current.value[options.unlessSet])) return;
         const next = { ...current.value, ...change };
         const durable = options.durable ?? true;
         if (Object.keys(change).length > 0) await writeJson(file, InboxMessageSchema, next, { durable });
-        // Inbox directories are named by agent id (a uuid): a directory named "read" is a read/ one.
-        if (next.readAt === undefined || path.basename(path.dirname(file)) === "read") return;
-        const readDir = readDirOf(path.dirname(file));
-        await makePrivateDir(readDir);
-        await rename(file, path.join(readDir, path.basename(file)));
+        await settle(file, next);
       },
       lockTiming,
     ),
@@ -116,10 +169,21 @@ async function moveAsideTooLarge(file: string, size: number): Promise<ReadResult
 }
 
 /**
- * One inbox message file, its size checked on the open handle before it is read: an oversized one is moved aside
- * unread. One that does not parse is moved aside as readJson does (quarantine).
+ * One inbox message, its size checked on the open handle before it is read: an oversized one is moved aside unread.
+ * One that does not parse is moved aside as readJson does (quarantine). A message gone from its pending place is
+ * looked for where it moved to (`delivered/`, `read/`): a delivery or a read that moved it is never taken for a loss.
  */
 export async function readInboxFile(file: string): Promise<ReadResult<InboxMessage>> {
+  const read = await readOneFile(file);
+  if (read.kind !== "missing" || pendingPathOf(file) !== file) return read;
+  for (const area of ["delivered", "read"] as const) {
+    const moved = await readOneFile(path.join(areaDir(path.dirname(file), area), path.basename(file)));
+    if (moved.kind !== "missing") return moved;
+  }
+  return read;
+}
+
+async function readOneFile(file: string): Promise<ReadResult<InboxMessage>> {
   let text: string;
   let handle: Awaited<ReturnType<typeof open>>;
   try {

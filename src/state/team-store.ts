@@ -327,7 +327,7 @@ export class TeamStore {
 
   /** Run `fn` holding one inbox message's lock: it is delivered by one process, once. */
   withInboxMessageLock<T>(message: { file: string }, fn: () => Promise<T>): Promise<T> {
-    return withFileLock(message.file, fn, this.lockTiming);
+    return withFileLock(inbox.pendingPathOf(message.file), fn, this.lockTiming);
   }
 
   /** Run `fn` holding the agent's lock: per-agent locks keep heartbeats of different agents from contending. */
@@ -549,8 +549,9 @@ export class TeamStore {
     return attempted;
   }
 
-  async markInboxDelivered(message: FiledMessage, deliveredAt: string): Promise<void> {
-    await writeJson(message.file, InboxMessageSchema, { ...message, deliveredAt });
+  /** Under the message's lock: marked, then moved into `delivered/`. */
+  markInboxDelivered(message: FiledMessage, deliveredAt: string): Promise<void> {
+    return inbox.markDelivered(message, deliveredAt);
   }
 
   /** Write `change` into each message's file under its lock, re-read first (see markInboxFiles). */
@@ -577,29 +578,26 @@ export class TeamStore {
     return new Set(await listDir(this.paths.inboxesDir(teamName)));
   }
 
-  /** The files of one inbox's messages not read yet, oldest first (nothing is read; see inbox-files.ts). */
+  /** The files of one inbox's pending messages (reached no one yet), oldest first (nothing is read; inbox-files.ts). */
   inboxFiles(teamName: string, agentId: string): Promise<string[]> {
     return inbox.messageFiles(this.paths.inboxDir(teamName, agentId));
   }
 
-  /** The files of one inbox's read messages (its `read/`), oldest first (nothing is read). */
-  inboxReadFiles(teamName: string, agentId: string): Promise<string[]> {
-    return inbox.messageFiles(inbox.readDirOf(this.paths.inboxDir(teamName, agentId)));
+  /** The files of one inbox's delivered or read messages (`delivered/`, `read/`), oldest first (nothing is read). */
+  inboxFilesIn(teamName: string, agentId: string, area: inbox.InboxArea): Promise<string[]> {
+    return inbox.messageFiles(inbox.areaDir(this.paths.inboxDir(teamName, agentId), area));
   }
 
-  /** One inbox's messages not read yet (and any read one a crash or an older version left among them), oldest first. */
-  async readUnreadInbox(teamName: string, agentId: string): Promise<Listed<FiledMessage>> {
-    const files = await this.inboxFiles(teamName, agentId);
+  /** Message files read in parallel (see readMessageFiles): the pending, or those listed from an area. */
+  readInboxFiles(teamName: string, files: readonly string[]): Promise<Listed<FiledMessage>> {
     return inbox.readMessageFiles(files, (file) => this.readInboxMessage(teamName, file));
   }
 
-  /** One whole inbox, read messages included, oldest first. */
+  /** One whole inbox, delivered and read messages included, oldest first. */
   async readInbox(teamName: string, agentId: string): Promise<Listed<FiledMessage>> {
-    const files = (await this.inboxFiles(teamName, agentId)).concat(
-      await this.inboxReadFiles(teamName, agentId),
-    );
-    return inbox.readMessageFiles(files.sort(inbox.byBaseName), (file) =>
-      this.readInboxMessage(teamName, file),
-    );
+    const files = await this.inboxFiles(teamName, agentId);
+    for (const area of ["delivered", "read"] as const)
+      files.push(...(await this.inboxFilesIn(teamName, agentId, area)));
+    return this.readInboxFiles(teamName, files.sort(inbox.byBaseName));
   }
 }

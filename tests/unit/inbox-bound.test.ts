@@ -4,7 +4,8 @@
  * never deleted. A damaged or huge inbox stays readable.
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
-import { writeFile } from "node:fs/promises";
+import { mkdir, writeFile } from "node:fs/promises";
+import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { listInbox } from "../../src/operations/messages/inbox.ts";
 import { HUMAN, MESSAGES_PER_MINUTE, sendAs } from "../../src/operations/messages/messages.ts";
@@ -26,12 +27,16 @@ afterEach(() => ctx.cleanup());
 /** Seconds into the past at which the next old message was written: each call's messages are newer than the last's. */
 let written = 0;
 
-/** `count` messages to `to` written as an earlier life of the team left them, hours ago, oldest first. */
+/**
+ * `count` messages to `to` written as an earlier life of the team left them, hours ago, oldest first: where this
+ * version keeps them (pending, `delivered/`, `read/`), or all in the inbox's own directory as an older version did.
+ */
 async function oldMessages(
   to: string,
   count: number,
   state: "read" | "delivered" | "unseen",
   type = "message",
+  layout: "areas" | "older version" = "areas",
 ) {
   const made: InboxMessage[] = [];
   for (let i = 0; i < count; i++) {
@@ -50,7 +55,13 @@ async function oldMessages(
       ...(state === "unseen" ? {} : { deliveredAt: at }),
       ...(state === "read" ? { readAt: at } : {}),
     };
-    await createJson(ctx.store.inboxMessageFile(message), InboxMessageSchema, message, { durable: false });
+    const pending = ctx.store.inboxMessageFile(message);
+    const file =
+      state === "unseen" || layout === "older version"
+        ? pending
+        : path.join(path.dirname(pending), state, path.basename(pending));
+    await mkdir(path.dirname(file), { recursive: true });
+    await createJson(file, InboxMessageSchema, message, { durable: false });
     made.push(message);
   }
   return made;
@@ -67,9 +78,10 @@ test("a send prunes the recipient's oldest read messages beyond the bound and ke
   const sent = await sendAs(ctx, await teamConfig(ctx), HUMAN, { to: "w1", message: "new one" });
   expect(sent.success).toBe(true);
   const kept = await onDisk(agent.agentId);
-  // The newest KEEP of those that reached the agent (the delivered ones are newer than the read ones), and all unseen.
+  // The newest KEEP read ones, the newest KEEP delivered (not read) ones, and every one that reached no one.
   expect(kept).toEqual(
-    ["delivered 15", "delivered 16", "delivered 17", "delivered 18", "delivered 19"]
+    ["read 25", "read 26", "read 27", "read 28", "read 29"]
+      .concat(["delivered 15", "delivered 16", "delivered 17", "delivered 18", "delivered 19"])
       .concat(
         waiting.map((m) => m.text),
         ["new one"],
@@ -89,6 +101,22 @@ test("read-messages shows the kept messages and leaves the inbox within the boun
   expect(read.success).toBe(true);
   expect(read.messages.map((m) => m.text)).toEqual(["read 39", "read 38", "read 37", "read 36", "read 35"]);
   expect(await onDisk(agent.agentId)).toHaveLength(KEEP);
+});
+
+test("an inbox an older version kept in one directory is sorted and bounded by the next read", async () => {
+  const agent = await addAgent(ctx, "alpha", { name: "w1" });
+  await oldMessages(agent.agentId, 20, "read", "message", "older version");
+  await oldMessages(agent.agentId, 20, "delivered", "message", "older version");
+  const read = await call<{ success: boolean; messages: { text: string }[]; unread: number }>(
+    "read-messages",
+    { teamName: "alpha", limit: 3 },
+    agent.sessionId,
+  );
+  expect(read).toMatchObject({ success: true, unread: KEEP - 3 });
+  expect(read.messages.map((m) => m.text)).toEqual(["delivered 19", "delivered 18", "delivered 17"]);
+  expect(await ctx.store.inboxFiles("alpha", agent.agentId)).toEqual([]);
+  expect(await ctx.store.inboxFilesIn("alpha", agent.agentId, "delivered")).toHaveLength(KEEP - 3);
+  expect(await ctx.store.inboxFilesIn("alpha", agent.agentId, "read")).toHaveLength(KEEP + 3);
 });
 
 test("the leader's delivered notices are bounded by the flush that delivers the next one", async () => {
@@ -164,7 +192,7 @@ test("read messages move to the inbox's read/, which keeps the newest of them; r
   expect((await read()).messages).toHaveLength(8);
   // Only what is not read yet stays where the flush, the sweep and status look.
   expect(await ctx.store.inboxFiles("alpha", agent.agentId)).toEqual([]);
-  expect(await ctx.store.inboxReadFiles("alpha", agent.agentId)).toHaveLength(8);
+  expect(await ctx.store.inboxFilesIn("alpha", agent.agentId, "read")).toHaveLength(8);
   for (let i = 0; i < 3; i++) await sendOne(`second ${i}`);
   const again = await read();
   expect(again.messages.map((m) => [m.text, m.read])).toEqual([

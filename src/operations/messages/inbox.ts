@@ -1,7 +1,6 @@
 import path from "node:path";
 import { isoNow } from "../../clock.ts";
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
-import { mapLimit } from "../../map-limit.ts";
 import { assertTeamName } from "../../state/paths.ts";
 import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
 import type { FiledMessage, Listed } from "../../state/team-store.ts";
@@ -9,7 +8,7 @@ import type { TeamsContext } from "../context.ts";
 import { CallerError, type OpResult } from "../result.ts";
 import { loadTeam, requireMember } from "../team/identity.ts";
 import { messageHeader, renderMessage, sessionShows } from "./delivery.ts";
-import { keptReadFiles, readUnreadBounded } from "./inbox-bound.ts";
+import { keptFiles, readPending } from "./inbox-bound.ts";
 
 export const READ_LIMIT_DEFAULT = 20;
 export const READ_LIMIT_MAX = 100;
@@ -54,64 +53,73 @@ export async function inboxChain(ctx: TeamsContext, team: TeamConfig, agentId: s
   return chain;
 }
 
-/** `newest`: how many read messages the caller can use at most (read-messages' limit); all when absent. */
+/** `newest`: how many messages the caller can use at most (read-messages' limit); all when absent. */
 export interface InboxFilter {
   unreadOnly?: boolean;
   from?: string;
   newest?: number;
 }
 
+/** `unlisted`: messages delivered and not read that were left unread from disk, all older than the ones listed. */
+export type InboxListing = Listed<FiledMessage> & { unlisted: number };
+
 /**
  * The inbox of `agentId` (and its earlier runs), newest first, filtered. Nothing is marked; messages beyond the bound
- * are deleted (inbox-bound.ts). The messages not read yet are read whole; of the read ones (in `read/`) only the
- * newest that match, up to `newest`: what a call costs does not grow with the read messages an inbox keeps.
+ * are deleted (inbox-bound.ts). The pending messages are read whole; of the delivered and read ones only the newest,
+ * until `newest` of them matched: what a call costs does not grow with the old messages an inbox keeps.
  */
 export async function listInbox(
   ctx: TeamsContext,
   team: TeamConfig,
   agentId: string,
   filter: InboxFilter = {},
-): Promise<Listed<FiledMessage>> {
+): Promise<InboxListing> {
   const from = filter.from === "leader" ? team.leader : filter.from;
   const matches = (message: InboxMessage) =>
     (!filter.unreadOnly || !message.readAt) && (!from || message.from === from || message.fromName === from);
   const items: FiledMessage[] = [];
   const warnings: string[] = [];
-  const readFiles: string[] = [];
+  const older: { file: string; unread: boolean }[] = [];
   for (const id of await inboxChain(ctx, team, agentId)) {
-    const listed = await readUnreadBounded(ctx, team.name, id);
-    items.push(...listed.items.filter(matches));
-    warnings.push(...listed.warnings);
-    if (!filter.unreadOnly) readFiles.push(...(await keptReadFiles(ctx, team.name, id)));
+    const pending = await readPending(ctx, team.name, id);
+    items.push(...pending.items.filter(matches));
+    warnings.push(...pending.warnings);
+    for (const file of await keptFiles(ctx, team.name, id, "delivered")) older.push({ file, unread: true });
+    if (filter.unreadOnly) continue;
+    for (const file of await keptFiles(ctx, team.name, id, "read")) older.push({ file, unread: false });
   }
-  const read = await newestRead(ctx, team.name, readFiles, matches, filter.newest);
+  // With a sender filter, every delivered message is read: how many unread ones match is only known that way.
+  const read = await newestOf(ctx, team.name, older, matches, from ? undefined : filter.newest);
   items.push(...read.items);
   warnings.push(...read.warnings);
   items.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
-  return { items, warnings };
+  return { items, warnings, unlisted: read.unlisted };
 }
 
-/** Of read messages' files, those that match, read newest first a batch at a time until `want` of them matched. */
-async function newestRead(
+/**
+ * Of delivered and read messages' files, those that match, read newest first a batch at a time until `want` of them
+ * matched; `unlisted` counts the delivered (unread) files left unread from disk.
+ */
+async function newestOf(
   ctx: TeamsContext,
   teamName: string,
-  files: readonly string[],
+  files: readonly { file: string; unread: boolean }[],
   matches: (message: InboxMessage) => boolean,
   want = Number.POSITIVE_INFINITY,
-): Promise<Listed<FiledMessage>> {
-  const order = [...files].sort((a, b) => (path.basename(a) < path.basename(b) ? 1 : -1));
+): Promise<InboxListing> {
+  const order = [...files].sort((a, b) => (path.basename(a.file) < path.basename(b.file) ? 1 : -1));
   const batch = Number.isFinite(want) ? Math.max(1, want) : 32;
   const items: FiledMessage[] = [];
   const warnings: string[] = [];
-  for (let start = 0; start < order.length && items.length < want; start += batch) {
-    const chunk = order.slice(start, start + batch);
-    const reads = await mapLimit(chunk, 32, (file) => ctx.store.readInboxMessage(teamName, file));
-    reads.forEach((read, i) => {
-      if (read.kind === "ok" && matches(read.value)) items.push({ ...read.value, file: chunk[i] as string });
-      else if (read.kind === "corrupt") warnings.push(`inbox message ${read.warning}`);
-    });
+  let start = 0;
+  for (; start < order.length && items.length < want; start += batch) {
+    const chunk = order.slice(start, start + batch).map(({ file }) => file);
+    const listed = await ctx.store.readInboxFiles(teamName, chunk);
+    items.push(...listed.items.filter(matches));
+    warnings.push(...listed.warnings);
   }
-  return { items, warnings };
+  const unlisted = order.slice(start).filter(({ unread }) => unread).length;
+  return { items, warnings, unlisted };
 }
 
 /**
@@ -221,11 +229,11 @@ export async function readMessages(
   };
   // The leader's notices go out in digests, which hold the team's digest lock rather than each notice's: a read
   // under that lock is either before the digest took the notices (then the digest leaves them out) or after it.
-  const { items, warnings } = caller.isLeader
+  const { items, warnings, unlisted } = caller.isLeader
     ? await ctx.store.noticeDigest.withLock(team.name, readAndMark)
     : await readAndMark();
   const returned = items.slice(0, limit);
-  const unread = items.slice(limit).filter((message) => !message.readAt).length;
+  const unread = items.slice(limit).filter((message) => !message.readAt).length + unlisted;
   return {
     success: true,
     messages: returned.map(viewOf),
