@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { rm } from "node:fs/promises";
 import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
 import { HUMAN, sendAs } from "../../src/operations/messages/messages.ts";
 import { flushNotices } from "../../src/operations/messages/notice-digest.ts";
@@ -294,8 +295,10 @@ describe("notice digest", () => {
     // Simulate the crash: the notice carries its digest id and is in the session, but is not marked delivered.
     const [notice] = await leaderInbox(ctx);
     if (!notice) throw new Error("no notice");
-    const { deliveredAt: _, ...unmarked } = notice;
+    const { deliveredAt: _, file, ...unmarked } = notice;
     expect(unmarked.digestId).toBeDefined();
+    // Before its mark a notice is in the inbox's own directory (the mark moves it into delivered/).
+    await rm(file);
     await writeJson(ctx.store.inboxMessageFile(unmarked), InboxMessageSchema, unmarked);
     ctx.clock.advance(5_000);
     expect(await deliverPending(ctx, t, new Set())).toBe(1);

@@ -144,10 +144,12 @@ export async function storedMessages(
   team: TeamConfig,
   agentId: string,
 ): Promise<FiledMessage[]> {
-  const { items } = await listInbox(ctx, team, agentId, { unreadOnly: true });
-  return items
-    .filter((message) => message.type === "message" && !message.deliveredAt && !message.readAt)
-    .reverse();
+  const items: FiledMessage[] = [];
+  // Only the pending place: a delivered or read message is never handed over.
+  for (const id of await inboxChain(ctx, team, agentId))
+    items.push(...(await readPending(ctx, team.name, id)).items);
+  items.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
+  return items.filter((message) => message.type === "message");
 }
 
 /**
