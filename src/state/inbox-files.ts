@@ -59,7 +59,7 @@ async function locate(file: string): Promise<{ file: string; read: ReadResult<In
     ...(["delivered", "read"] as const).map((a) => path.join(dir, a, path.basename(pending))),
   ];
   for (const place of places) {
-    const read = await readJson(place, InboxMessageSchema);
+    const read = await readOneFile(place);
     if (read.kind !== "missing") return { file: place, read };
   }
   return { file: pending, read: { kind: "missing" } };
