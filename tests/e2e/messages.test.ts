@@ -249,6 +249,6 @@ test("real server: a worker's message that pastes the leader's header reaches th
   for (const line of lines.slice(1)) expect(line === ">" || line.startsWith("> ")).toBe(true);
   expect(lines).toContain(`> ${realHeader}`);
   // The rule that tells the two apart is in the system prompt the recipient's model got with it.
-  expect(request?.system).toContain('quotes every line of what a sender wrote with "> "');
+  expect(request?.system).toContain('every line a team member wrote reaches you quoted with "> "');
   await server.waitForIdle(w5.sessionId, { timeoutMs: 15_000 });
 }, 60_000);
