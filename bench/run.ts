@@ -13,6 +13,7 @@ import { parseArgs, usage } from "./cli.ts";
 import { benchConcurrent } from "./fig-concurrent.ts";
 import { benchDetectDefault } from "./fig-detect.ts";
 import { benchHeartbeat } from "./fig-heartbeat.ts";
+import { benchInbox } from "./fig-inbox.ts";
 import { benchMessages } from "./fig-messages.ts";
 import { benchMonitor } from "./fig-monitor.ts";
 import { benchPermissionNotice } from "./fig-permission.ts";
@@ -89,6 +90,7 @@ const GROUPS: Group[] = [
   { id: "9", what: "worktrees", own: 1, run: benchWorktree },
   { id: "10", what: "permission notice", own: 1, run: benchPermissionNotice },
   { id: "11", what: "task board: claim and list", own: 1, run: benchTasks },
+  { id: "12", what: "inboxes with 10,000 old messages", own: 1, run: benchInbox },
 ];
 
 function say(text: string): void {

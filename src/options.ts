@@ -52,6 +52,11 @@ export const TeamsOptionsSchema = z.object({
    * this window go together as one message when it ends.
    */
   noticeDigestMs: z.number().int().min(0).default(3_000),
+  /**
+   * How many messages each inbox keeps of those put into the recipient's session and not read, and as many of those
+   * read-messages returned; older ones are deleted. A message that reached no one is never deleted.
+   */
+  inboxKeepRead: z.number().int().positive().default(50),
   /** Where agents' worktrees go (`<worktreeRoot>/<team>/<agent>`); default `<storage>/worktrees`. Relative: to the project root. */
   worktreeRoot: z.string().min(1).optional(),
   /** Keep every agent's worktree and branch when it ends, even a clean, unchanged one (specs/worktrees.md). */

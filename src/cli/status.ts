@@ -67,8 +67,11 @@ export async function collectStatus(
     const tasks = board.kind === "ok" ? board.value.tasks : [];
     const held = (agentId: string) =>
       tasks.filter((t) => t.assignee === agentId && t.status === "in_progress").map((t) => t.id);
+    // The pending ones and those in the session not read: one listing each, nothing read but the pending.
     const unreadOf = async (agentId: string) =>
-      (await ctx.store.readInbox(team, agentId)).items.filter((m) => !m.readAt).length;
+      (await ctx.store.readInboxFiles(team, await ctx.store.inboxFiles(team, agentId))).items.filter(
+        (m) => !m.readAt,
+      ).length + (await ctx.store.inboxFilesIn(team, agentId, "delivered")).length;
     for (const view of listed.items) {
       const { state } = view;
       if (state.status === "terminated" && !includeTerminated) continue;

@@ -5,6 +5,9 @@ import { mapLimit } from "../map-limit.ts";
 import { ColorStore } from "./color-store.ts";
 import { readSlot, writeSlot } from "./heartbeat-slot.ts";
 import { HistoryStore } from "./history-store.ts";
+import type { FiledMessage } from "./inbox-files.ts";
+import * as inbox from "./inbox-files.ts";
+import type { Listed } from "./listed.ts";
 import { type LockPlacement, type LockTiming, tryFileLock, withFileLock } from "./lock.ts";
 import { tightenDir } from "./modes.ts";
 import { NoticeDigestStore } from "./notice-digest-store.ts";
@@ -62,13 +65,6 @@ export interface UnreadableAgent {
  * An inbox message and the file it was listed from. Markings go to that file: its name need not match the content
  * (a file restored from a backup or copied by hand), and a path rebuilt from the content would find nothing.
  */
-export type FiledMessage = InboxMessage & { file: string };
-
-export interface Listed<T> {
-  items: T[];
-  warnings: string[];
-}
-
 export function effectiveHeartbeatTs(state: AgentState, heartbeat: HeartbeatRecord | undefined): string {
   if (!heartbeat) return state.heartbeatTs;
   return Date.parse(heartbeat.heartbeatTs) > Date.parse(state.heartbeatTs)
@@ -326,7 +322,7 @@ export class TeamStore {
 
   /** Run `fn` holding one inbox message's lock: it is delivered by one process, once. */
   withInboxMessageLock<T>(message: { file: string }, fn: () => Promise<T>): Promise<T> {
-    return withFileLock(message.file, fn, this.lockTiming);
+    return withFileLock(inbox.pendingPathOf(message.file), fn, this.lockTiming);
   }
 
   /** Run `fn` holding the agent's lock: per-agent locks keep heartbeats of different agents from contending. */
@@ -538,8 +534,7 @@ export class TeamStore {
 
   /** Where one inbox message lives: named by creation time, so a directory listing sorts oldest first. */
   inboxMessageFile(message: Pick<InboxMessage, "teamName" | "to" | "createdAt" | "id">): string {
-    const stamp = message.createdAt.replace(/[:.]/g, "-");
-    return path.join(this.paths.inboxDir(message.teamName, message.to), `${stamp}-${message.id}.json`);
+    return inbox.messagePath(this.paths.inboxDir(message.teamName, message.to), message);
   }
 
   /** Not flushed: after a power cut that lost it the session is not checked, but the server lost its recent state too. */
@@ -549,36 +544,28 @@ export class TeamStore {
     return attempted;
   }
 
-  async markInboxDelivered(message: FiledMessage, deliveredAt: string): Promise<void> {
-    await writeJson(message.file, InboxMessageSchema, { ...message, deliveredAt });
+  /** Under the message's lock: marked, then moved into `delivered/`. */
+  markInboxDelivered(message: FiledMessage, deliveredAt: string): Promise<void> {
+    return inbox.markDelivered(message, deliveredAt);
   }
 
-  /**
-   * Write `change` into each message's file, under its lock and re-read first, so two markings of one message at the
-   * same time (a delivery and a read) never undo each other. `unlessSet`: a file that has this field keeps its value.
-   */
-  async markInboxMessages(
+  /** Write `change` into each message's file under its lock, re-read first (see markInboxFiles). */
+  markInboxMessages(
     messages: readonly FiledMessage[],
     change: Partial<InboxMessage>,
-    options: { unlessSet?: "readAt" | "attemptedAt" | "deliveredAt"; durable?: boolean } = {},
-  ): Promise<void> {
-    await mapLimit(messages, 8, ({ file }) =>
-      withFileLock(
-        file,
-        async () => {
-          const current = await readJson(file, InboxMessageSchema);
-          if (current.kind !== "ok" || (options.unlessSet && current.value[options.unlessSet])) return;
-          const durable = options.durable ?? true;
-          await writeJson(file, InboxMessageSchema, { ...current.value, ...change }, { durable });
-        },
-        this.lockTiming,
-      ),
-    );
+    opts: inbox.MarkOptions = {},
+  ) {
+    return inbox.markInboxFiles(messages, change, opts, this.lockTiming);
   }
 
-  /** One inbox message; a damaged one is moved aside, reported and noted for the team's next listing. */
+  /** Delete messages that reached their recipient (the inbox bound, see removeInboxFiles). */
+  removeInboxMessages(messages: readonly { file: string }[]): Promise<void> {
+    return inbox.removeInboxFiles(messages.map((message) => message.file));
+  }
+
+  /** One inbox message; a damaged or oversized one is moved aside, reported and noted for the team's next listing. */
   async readInboxMessage(teamName: string, file: string): Promise<ReadResult<InboxMessage>> {
-    return this.noted(teamName, await readJson(file, InboxMessageSchema));
+    return this.noted(teamName, await inbox.readInboxFile(file));
   }
 
   /** Agents that have an inbox directory (one listing of the team's inbox folder; nothing is read). */
@@ -586,21 +573,26 @@ export class TeamStore {
     return new Set(await listDir(this.paths.inboxesDir(teamName)));
   }
 
-  /** The message files of one inbox, oldest first (nothing is read). */
-  async inboxFiles(teamName: string, agentId: string): Promise<string[]> {
-    const dir = this.paths.inboxDir(teamName, agentId);
-    const names = (await listDir(dir)).filter((file) => file.endsWith(".json")).sort();
-    return names.map((name) => path.join(dir, name));
+  /** The files of one inbox's pending messages (reached no one yet), oldest first (nothing is read; inbox-files.ts). */
+  inboxFiles(teamName: string, agentId: string): Promise<string[]> {
+    return inbox.messageFiles(this.paths.inboxDir(teamName, agentId));
   }
 
+  /** The files of one inbox's delivered or read messages (`delivered/`, `read/`), oldest first (nothing is read). */
+  inboxFilesIn(teamName: string, agentId: string, area: inbox.InboxArea): Promise<string[]> {
+    return inbox.messageFiles(inbox.areaDir(this.paths.inboxDir(teamName, agentId), area));
+  }
+
+  /** Message files read in parallel (see readMessageFiles): the pending, or those listed from an area. */
+  readInboxFiles(teamName: string, files: readonly string[]): Promise<Listed<FiledMessage>> {
+    return inbox.readMessageFiles(files, (file) => this.readInboxMessage(teamName, file));
+  }
+
+  /** One whole inbox, delivered and read messages included, oldest first. */
   async readInbox(teamName: string, agentId: string): Promise<Listed<FiledMessage>> {
-    const items: FiledMessage[] = [];
-    const warnings: string[] = [];
-    for (const file of await this.inboxFiles(teamName, agentId)) {
-      const read = await this.readInboxMessage(teamName, file);
-      if (read.kind === "ok") items.push({ ...read.value, file });
-      else if (read.kind === "corrupt") warnings.push(`inbox message ${read.warning}`);
-    }
-    return { items, warnings };
+    const files = await this.inboxFiles(teamName, agentId);
+    for (const area of ["delivered", "read"] as const)
+      files.push(...(await this.inboxFilesIn(teamName, agentId, area)));
+    return this.readInboxFiles(teamName, files.sort(inbox.byBaseName));
   }
 }

@@ -11,6 +11,7 @@ export function readMessagesTool(ctx: TeamsContext) {
   return tool({
     description: toolDescription(readMessagesDescription, ctx.options, {
       limitMax: READ_LIMIT_MAX,
+      keepRead: ctx.options.inboxKeepRead,
       limitDefault: READ_LIMIT_DEFAULT,
     }),
     args: {

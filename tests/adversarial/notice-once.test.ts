@@ -4,6 +4,7 @@
  * carries the id of the digest that took it before it is sent, and a retry looks for that id in the session first.
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
+import { rm } from "node:fs/promises";
 import { deliverPending, notifyLeader } from "../../src/operations/messages/notify.ts";
 import { InboxMessageSchema, type TeamConfig } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
@@ -23,7 +24,9 @@ test("a notice in the leader's session but not marked delivered is not sent agai
   // The process died between the send and the mark: the file is as it was just before the mark.
   const [notice] = await leaderInbox(ctx);
   if (!notice) throw new Error("no notice");
-  const { deliveredAt: _, ...unmarked } = notice;
+  const { deliveredAt: _, file, ...unmarked } = notice;
+  // Before its mark a notice is in the inbox's own directory (the mark moves it into delivered/).
+  await rm(file);
   await writeJson(ctx.store.inboxMessageFile(unmarked), InboxMessageSchema, unmarked);
 
   ctx.clock.advance(15_000);

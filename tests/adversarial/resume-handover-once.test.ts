@@ -5,6 +5,7 @@
  * delivered instead, and a resume marks its hand-over attempted before sending.
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
+import { rm } from "node:fs/promises";
 import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
 import { InboxMessageSchema } from "../../src/state/schemas.ts";
 import { writeJson } from "../../src/state/store.ts";
@@ -41,7 +42,9 @@ test("a resume that died between its prompt and marking does not hand the messag
   const [handed] = (await ctx.store.readInbox("alpha", first.agentId)).items;
   if (!handed) throw new Error("no message");
   const { deliveredAt: _, file, ...unmarked } = handed;
-  await writeJson(file, InboxMessageSchema, unmarked);
+  // Before its mark a message is in its inbox's own directory (the mark moves it into delivered/).
+  await rm(file);
+  await writeJson(ctx.store.inboxMessageFile(unmarked), InboxMessageSchema, unmarked);
 
   await markLost(ctx, resumed.agentId);
   const again = await call<Launched>("resume-agent", { teamName: "alpha", agentId: resumed.agentId }, LEADER);

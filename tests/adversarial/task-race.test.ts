@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { TaskGraph } from "../../src/operations/team/task-graph.ts";
@@ -31,7 +32,12 @@ async function race(sessions: { sessionId: string; mode: string; pairs?: string[
       stderr: "pipe",
     }),
   );
-  await Bun.sleep(1_500); // every racer loaded and polling for the signal
+  // The signal goes once every racer has loaded and polls for it, however slow the machine is to start them.
+  const ready = sessions.map(({ sessionId }) => `${goFile}.ready-${sessionId}`);
+  for (let waited = 0; !ready.every((file) => existsSync(file)); waited += 10) {
+    if (waited > 60_000) throw new Error("the racers did not start within 60 s");
+    await Bun.sleep(10);
+  }
   await writeFile(goFile, "go");
   return Promise.all(
     racers.map(async (racer) => {

@@ -85,7 +85,7 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
     deliveries: [{ name: "worker-2", delivery: "queued" }],
   });
   expect(r.steered.completionNotice?.text).toContain(
-    "Report from worker-2:\nSteered by the leader: ran the tests",
+    "Report from worker-2:\n> Steered by the leader: ran the tests",
   );
 
   // worker-1's pane and process die; within the window it is inactive, its task pending and unowned.

@@ -1,6 +1,7 @@
 import { createTeam } from "../../src/operations/team/team.ts";
 import type { TeamsOptions } from "../../src/options.ts";
-import type { AgentState, InboxMessage, TeamConfig } from "../../src/state/schemas.ts";
+import type { FiledMessage } from "../../src/state/inbox-files.ts";
+import type { AgentState, TeamConfig } from "../../src/state/schemas.ts";
 import { makeTestContext, type TestContext } from "./context.ts";
 import type { FakeSession } from "./fakes.ts";
 import { type ToolCall, toolCaller } from "./tools.ts";
@@ -91,7 +92,7 @@ export async function teamConfig(ctx: TestContext, teamName = "alpha"): Promise<
 }
 
 /** The messages in the team leader's inbox, oldest first. */
-export async function leaderInbox(ctx: TestContext, teamName = "alpha"): Promise<InboxMessage[]> {
+export async function leaderInbox(ctx: TestContext, teamName = "alpha"): Promise<FiledMessage[]> {
   const team = await teamConfig(ctx, teamName);
   return (await ctx.store.readInbox(teamName, team.leader)).items;
 }

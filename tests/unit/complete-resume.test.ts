@@ -377,7 +377,13 @@ describe("messages across a run's end", () => {
       true,
     );
     expect(leader.prompts).toHaveLength(1);
-    expect(leader.prompts[0]?.text).toContain(`completed: 2 bugs\nReport from ${a.name}:\n${report.trim()}`);
+    // The report is quoted line by line (specs/send-message.md, "The text the recipient's model reads").
+    const quoted = report
+      .trim()
+      .split("\n")
+      .map((line) => `> ${line}`)
+      .join("\n");
+    expect(leader.prompts[0]?.text).toContain(`completed: 2 bugs\nReport from ${a.name}:\n${quoted}`);
     const tooLong = await spawnOne({ name: "verbose" });
     const refused = await complete(
       { agentId: tooLong.agentId, report: "x".repeat(16 * 1024 + 1) },

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { rm } from "node:fs/promises";
 import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
 import { HUMAN, sendAs } from "../../src/operations/messages/messages.ts";
 import { flushNotices } from "../../src/operations/messages/notice-digest.ts";
@@ -55,7 +56,7 @@ describe("send-message: delivery by the recipient's state", () => {
     });
     expect(session.prompts).toEqual([
       {
-        text: `[message from leader (leader) via team alpha, id ${sent.messageId}]\nalso check the tests`,
+        text: `[message from leader (leader) via team alpha, id ${sent.messageId}]\n> also check the tests`,
         noReply: false,
       },
     ]);
@@ -68,7 +69,7 @@ describe("send-message: delivery by the recipient's state", () => {
     const sent = await send({ to: "leader", message: "which API version?" }, agent.sessionId);
     expect(sent.deliveries[0]?.delivery).toBe("prompted");
     expect(leaderSession.prompts[0]?.text).toBe(
-      `[message from w1 (worker) via team alpha, id ${sent.messageId}]\nwhich API version?`,
+      `[message from w1 (worker) via team alpha, id ${sent.messageId}]\n> which API version?`,
     );
   });
 
@@ -294,8 +295,10 @@ describe("notice digest", () => {
     // Simulate the crash: the notice carries its digest id and is in the session, but is not marked delivered.
     const [notice] = await leaderInbox(ctx);
     if (!notice) throw new Error("no notice");
-    const { deliveredAt: _, ...unmarked } = notice;
+    const { deliveredAt: _, file, ...unmarked } = notice;
     expect(unmarked.digestId).toBeDefined();
+    // Before its mark a notice is in the inbox's own directory (the mark moves it into delivered/).
+    await rm(file);
     await writeJson(ctx.store.inboxMessageFile(unmarked), InboxMessageSchema, unmarked);
     ctx.clock.advance(5_000);
     expect(await deliverPending(ctx, t, new Set())).toBe(1);

@@ -65,12 +65,8 @@ async function planFour(assignees: { review?: string } = {}): Promise<Res> {
 }
 
 async function inbox(agentId: string): Promise<InboxMessage[]> {
-  const messages: InboxMessage[] = [];
-  for (const file of await ctx.store.inboxFiles("alpha", agentId)) {
-    const read = await ctx.store.readInboxMessage("alpha", file);
-    if (read.kind === "ok") messages.push(read.value);
-  }
-  return messages;
+  // Every message of the inbox, delivered ones included (those move out of the pending place).
+  return (await ctx.store.readInbox("alpha", agentId)).items;
 }
 
 const list = (args: Record<string, unknown> = {}) =>

@@ -18,9 +18,19 @@ function validateLabel(what: string, value: string, max: number): string {
   return trimmed;
 }
 
-/** A requested agent name, validated (1-64 printable characters). */
+/**
+ * A requested agent name, validated (1-64 printable characters). Not brackets nor a line or paragraph separator: the
+ * name goes into the header of its messages, `[message from <name> (<role>) via team …]`, which it must not close or
+ * break.
+ */
 export function agentName(value: string): string {
-  return validateLabel("agent name", value, NAME_MAX);
+  const name = validateLabel("agent name", value, NAME_MAX);
+  if (/[[\]\u0085\u2028\u2029]/.test(name)) {
+    throw new CallerError(
+      `Invalid agent name ${JSON.stringify(name)}: no "[", "]" or line separators (it heads its messages); pick another`,
+    );
+  }
+  return name;
 }
 
 /** The name of the plan or epic an agent works under, validated (1-100 printable characters). */

@@ -2,6 +2,7 @@ import { assertAgentId, assertTeamName } from "../../state/paths.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { notifyLeader } from "../messages/notify.ts";
+import { inlineText, quoteLines } from "../messages/quoting.ts";
 import { CallerError, errorText, fail, type OpResult } from "../result.ts";
 import { loadTeam, resolveCaller } from "../team/identity.ts";
 import { agentLabel } from "./agent-words.ts";
@@ -124,11 +125,12 @@ async function tellLeader(
   const reassigned = finished.reassignedTasks;
   await notifyLeader(ctx, team, {
     type: status === "completed" ? "agent_completed" : "agent_failed",
-    text: `Agent ${agent.name} (${agent.agentId}) ${status}${summary ? `: ${summary}` : "."}${
+    // The agent's own words stay on our line (summary) or quoted (report): they never start a line of the notice.
+    text: `Agent ${agent.name} (${agent.agentId}) ${status}${summary ? `: ${inlineText(summary)}` : "."}${
       reassigned.length > 0
         ? ` Tasks it still had in progress are pending again: ${reassigned.join(", ")}.`
         : ""
-    }${report ? `\nReport from ${agent.name}:\n${report}` : ""}${finished.worktreeKept.map((kept) => `\n${kept}.`).join("")}`,
+    }${report ? `\nReport from ${agent.name}:\n${quoteLines(report)}` : ""}${finished.worktreeKept.map((kept) => `\n${kept}.`).join("")}`,
     data: {
       agentId: agent.agentId,
       name: agent.name,

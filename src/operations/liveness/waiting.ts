@@ -1,6 +1,7 @@
 import type { AgentState, WaitingFor } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { notifyLeader } from "../messages/notify.ts";
+import { inlineText } from "../messages/quoting.ts";
 import { CallerError } from "../result.ts";
 import { isRunning } from "./heartbeat.ts";
 
@@ -55,11 +56,13 @@ export function requestLine(request: WaitingRequest): string {
 
 /** What the agent waits for, as the end of a sentence (a question keeps its own question mark). */
 function described(waiting: WaitingRequest): string {
+  // Title and pattern are the agent's words: kept on the notice's line, so they can never start a line of their own.
+  const title = inlineText(waiting.title);
   if (waiting.kind === "question") {
-    const question = `an answer to its question: ${waiting.title}`;
+    const question = `an answer to its question: ${title}`;
     return /[.?!]$/.test(question) ? question : `${question}.`;
   }
-  return `permission: ${waiting.title}${waiting.pattern ? ` (${waiting.pattern})` : ""}${alwaysScope(waiting)}.`;
+  return `permission: ${title}${waiting.pattern ? ` (${inlineText(waiting.pattern)})` : ""}${alwaysScope(waiting)}.`;
 }
 
 /** How to answer: the tool, naming the request by id (an answer goes only to the request named), or the pane. */

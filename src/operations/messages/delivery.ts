@@ -1,8 +1,9 @@
 import { isoNow } from "../../clock.ts";
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
+import type { FiledMessage } from "../../state/inbox-files.ts";
 import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
-import type { FiledMessage } from "../../state/team-store.ts";
 import type { TeamsContext } from "../context.ts";
+import { inlineText, quoteLines } from "./quoting.ts";
 
 /**
  * How a message reached its recipient: `prompted` started a turn of an idle session; `queued` was put into the session
@@ -12,8 +13,14 @@ import type { TeamsContext } from "../context.ts";
  */
 export type Delivery = "prompted" | "queued" | "stored";
 
-/** `already`: someone else delivered it first (or the session shows it); `gone`: the file vanished or was damaged. */
-export type DeliveryOutcome = { delivery: Delivery; outcome: "delivered" | "already" | "gone" | "stored" };
+/**
+ * `already`: someone else delivered it first (or the session shows it); `read`: its recipient read it with
+ * read-messages, so it is never put into the session; `gone`: the file vanished or was damaged.
+ */
+export type DeliveryOutcome = {
+  delivery: Delivery;
+  outcome: "delivered" | "already" | "read" | "gone" | "stored";
+};
 
 /** Where a recipient's OpenCode session is. */
 interface Target {
@@ -60,13 +67,15 @@ async function targetOf(ctx: TeamsContext, team: TeamConfig, agentId: string): P
 
 /** The first line the recipient's model reads: who sent it, from where, and the id to refer to it by. */
 export function messageHeader(message: InboxMessage): string {
-  const who = message.fromName ?? message.from;
-  const role = message.fromRole ? ` (${message.fromRole})` : "";
+  // A name never breaks the header's line (names are checked at spawn; this holds for any file on disk too).
+  const who = inlineText(message.fromName ?? message.from);
+  const role = message.fromRole ? ` (${inlineText(message.fromRole)})` : "";
   return `[message from ${who}${role} via team ${message.teamName}, id ${message.id}]`;
 }
 
+/** The header, then the sender's text quoted line by line: no line of it can pass for a header (see quoting.ts). */
 export function renderMessage(message: InboxMessage): string {
-  return `${messageHeader(message)}\n${message.text}`;
+  return `${messageHeader(message)}\n${quoteLines(message.text)}`;
 }
 
 /** Whether the session already holds a user message with `header` in it (a delivery whose marking was lost). */
@@ -81,7 +90,8 @@ export async function sessionShows(target: Target, header: string): Promise<bool
  * live run that resumes it (a message stored for an earlier run goes to the session of the run that took over). Under the message file's lock, re-read it (another
  * process may have delivered it). An earlier attempt (`attemptedAt`, written just before every send) may have reached
  * the session and died before marking it, or lost the server's answer: then the session is searched for the message's
- * header before sending again, so the model never sees it twice. Errors propagate: the message stays undelivered for a
+ * header before sending again, so the model never sees it twice. A message its recipient read with read-messages is
+ * never sent (read-messages marks it under the same lock). Errors propagate: the message stays undelivered for a
  * later sweep.
  */
 export async function deliverInboxMessage(
@@ -95,6 +105,8 @@ export async function deliverInboxMessage(
     if (read.kind !== "ok") return { delivery: "stored", outcome: "gone" };
     const current = { ...read.value, file: message.file };
     if (current.deliveredAt) return { delivery: "queued", outcome: "already" };
+    // read-messages marks under this same lock: a message it returned has reached the model, once is enough.
+    if (current.readAt) return { delivery: "stored", outcome: "read" };
     const target = await targetOf(ctx, team, recipient);
     if (!target) return { delivery: "stored", outcome: "stored" };
     const { statuses } = await target.server.sessionStatuses(

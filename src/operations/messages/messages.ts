@@ -10,6 +10,7 @@ import { isLive } from "../liveness/heartbeat.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireMember } from "../team/identity.ts";
 import { type Delivery, deliverInboxMessage } from "./delivery.ts";
+import { keepInboxBounded } from "./inbox-bound.ts";
 
 export const MESSAGE_MAX_BYTES = 16 * 1024;
 export const MESSAGES_PER_MINUTE = 30;
@@ -147,6 +148,7 @@ export async function sendAs(
         `Delivery to ${recipient.name} failed for now (${error instanceof Error ? error.message : String(error)}); it is kept in its inbox and retried by the sweep.`,
       );
     }
+    await keepInboxBounded(ctx, team.name, recipient.agentId);
     return { agentId: recipient.agentId, name: recipient.name, messageId: message.id, delivery };
   });
   ctx.log("info", `message from ${sender.name} to ${input.to}`, {

@@ -1,9 +1,10 @@
 import { v4 as uuidv4 } from "uuid";
 import { isoNow } from "../../clock.ts";
+import type { FiledMessage } from "../../state/inbox-files.ts";
 import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
-import type { FiledMessage } from "../../state/team-store.ts";
 import type { TeamsContext } from "../context.ts";
 import { serverWithSession, sessionShows } from "./delivery.ts";
+import { reachedRecipient, readPending } from "./inbox-bound.ts";
 
 /** Sender of notices the plugin itself writes (as opposed to an agent). */
 export const SYSTEM_SENDER = "opencode-teams";
@@ -44,9 +45,10 @@ function isNotice(message: InboxMessage): boolean {
   return message.type !== "message";
 }
 
+/** Notices not in the leader's session yet and not read with read-messages (which marks under the digest lock). */
 async function pendingNotices(ctx: TeamsContext, team: TeamConfig): Promise<FiledMessage[]> {
-  const { items } = await ctx.store.readInbox(team.name, team.leader);
-  return items.filter((message) => isNotice(message) && !message.deliveredAt);
+  const { items } = await readPending(ctx, team.name, team.leader);
+  return items.filter((message) => isNotice(message) && !reachedRecipient(message));
 }
 
 function flushKey(ctx: TeamsContext, team: TeamConfig): string {

@@ -4,6 +4,7 @@ import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { isLive } from "../liveness/heartbeat.ts";
 import { deliverInboxMessage } from "./delivery.ts";
+import { keepInboxBounded } from "./inbox-bound.ts";
 import { flushNotices, flushScheduled, SYSTEM_SENDER } from "./notice-digest.ts";
 
 export { SYSTEM_SENDER };
@@ -29,6 +30,7 @@ export async function notifyLeader(
     createdAt: isoNow(ctx.clock),
     ...(notice.data ? { data: notice.data } : {}),
   });
+  await keepInboxBounded(ctx, team.name, team.leader);
   let delivered = 0;
   try {
     // A burst of notices (many deaths in one sweep pass) does not queue on the digest lock for a flush already due.
@@ -97,7 +99,7 @@ export async function deliverPending(
       if (settled.has(file)) continue;
       const read = await ctx.store.readInboxMessage(team.name, file);
       if (read.kind === "corrupt") logDamage(ctx, team, read.warning);
-      if (read.kind !== "ok" || read.value.deliveredAt) {
+      if (read.kind !== "ok" || read.value.deliveredAt || read.value.readAt) {
         settled.add(file);
         continue;
       }

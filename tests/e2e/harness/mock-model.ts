@@ -169,7 +169,8 @@ export function promptOf(messages: readonly ChatMessage[]): {
 export function parseDirectives(text: string): Directive[] {
   const out: Directive[] = [];
   for (const raw of text.split(/\r?\n/)) {
-    const line = raw.trim();
+    // A team message arrives quoted line by line ("> "): its directives are followed, as a model follows the text.
+    const line = raw.trim().replace(/^> /, "");
     if (!line.startsWith("@@")) continue;
     const m = /^@@(\w+)\s*(.*)$/s.exec(line);
     if (!m) continue;
