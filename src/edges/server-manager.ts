@@ -1,10 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, fchmodSync, openSync, writeSync } from "node:fs";
 import { appendFile, chmod, mkdir, readFile, rename, stat } from "node:fs/promises";
-import net from "node:net";
 import path from "node:path";
 import { withFileLock } from "../state/lock.ts";
-import { PROJECT_ROOT_ENV, projectHash, STORAGE_DIR_ENV, type StoragePaths } from "../state/paths.ts";
+import type { StoragePaths } from "../state/paths.ts";
 import type { ServerAuth, ServerInfo } from "../state/schemas.ts";
 import { ServerInfoStore } from "../state/server-info-store.ts";
 import type { OpencodeApi } from "./opencode-api.ts";
@@ -20,18 +19,24 @@ import {
   recordedCredentials,
   type ServerCredentials,
 } from "./server-auth.ts";
+import { carriesMarkers, markedEnvironment, projectMarkers, serverEnv } from "./server-env.ts";
 import {
   checkListener,
   type ListenerCheck,
   listeningSockets,
-  processEnvironment,
   processStartTicks,
   socketOwners,
 } from "./server-identity.ts";
+import {
+  candidatePorts,
+  HOSTNAME,
+  PORT_FIRST,
+  PORT_LAST,
+  portFree,
+  preferredPort,
+  urlOf,
+} from "./server-ports.ts";
 
-export const PORT_FIRST = 28_000;
-export const PORT_LAST = 28_999;
-const HOSTNAME = "127.0.0.1";
 /** A server that is alive but slow gets long probes: a busy 2-core machine can take seconds to answer. */
 const UNRESPONSIVE_PROBE_MS = 2_000;
 const LOG_TAIL_LINES = 15;
@@ -74,27 +79,6 @@ export interface ServerManagerConfig {
   log?: (level: "info" | "warn", message: string) => void;
 }
 
-/** The port a project tries first: stable for a path, so a restarted server is found where it was. */
-export function preferredPort(projectRoot: string): number {
-  const span = PORT_LAST - PORT_FIRST + 1;
-  return PORT_FIRST + (Number.parseInt(projectHash(projectRoot).slice(0, 8), 16) % span);
-}
-
-/** Ports to try, starting at the preferred one and wrapping around inside the range. */
-export function candidatePorts(projectRoot: string, count = 40): number[] {
-  const span = PORT_LAST - PORT_FIRST + 1;
-  const first = preferredPort(projectRoot) - PORT_FIRST;
-  return Array.from({ length: Math.min(count, span) }, (_, i) => PORT_FIRST + ((first + i) % span));
-}
-
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = net.createServer();
-    probe.once("error", () => resolve(false));
-    probe.listen({ port, host: HOSTNAME, exclusive: true }, () => probe.close(() => resolve(true)));
-  });
-}
-
 async function logTail(file: string, fromByte: number): Promise<string> {
   try {
     const text = (await readFile(file)).subarray(fromByte).toString("utf8");
@@ -103,44 +87,6 @@ async function logTail(file: string, fromByte: number): Promise<string> {
   } catch {
     return "";
   }
-}
-
-function serverEnv(
-  env: NodeJS.ProcessEnv,
-  auth: ServerAuth,
-  credentials: ServerCredentials,
-  markers: Record<string, string>,
-): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries(env)) if (value !== undefined) out[key] = value;
-  // The server outlives the terminal it was started from; a stale $TMUX would point the plugin inside it at that
-  // terminal's tmux session.
-  delete out.TMUX;
-  delete out.TMUX_PANE;
-  return {
-    ...out,
-    ...markers,
-    [AUTH_SOURCE_ENV]: auth.source,
-    OPENCODE_SERVER_USERNAME: credentials.username,
-    OPENCODE_SERVER_PASSWORD: credentials.password,
-  };
-}
-
-/**
- * The environment without what serverEnv added, for programs the plugin starts from inside our server that outlive
- * it or serve the user (a tmux server started here would hand the password and the leader's root to every shell the
- * user opens in it). Unchanged outside our server.
- */
-export function outsideServerEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const source = env[AUTH_SOURCE_ENV];
-  if (!source) return env;
-  const out = { ...env };
-  for (const key of [AUTH_SOURCE_ENV, PROJECT_ROOT_ENV, STORAGE_DIR_ENV]) delete out[key];
-  if (source === "generated") {
-    delete out.OPENCODE_SERVER_PASSWORD;
-    delete out.OPENCODE_SERVER_USERNAME;
-  }
-  return out;
 }
 
 /** What became of a spawned child, filled in as it happens. */
@@ -160,10 +106,6 @@ function watchChild(child: ChildProcess): ChildFate {
     fate.exit = signal ? `was killed by ${signal}` : `exited with code ${code}`;
   });
   return fate;
-}
-
-function urlOf(port: number): string {
-  return `http://${HOSTNAME}:${port}`;
 }
 
 /** What ServerManager makes of a recorded server. */
@@ -214,6 +156,7 @@ const startedHere = new Set<number>();
  */
 export class ServerManager {
   private readonly env: NodeJS.ProcessEnv;
+  private readonly markers: Record<string, string>;
   private cached: { key: string; api: OpencodeApi } | undefined;
   /**
    * pid, port, start time and listening sockets of the last server that passed checkListener: current() is called on
@@ -226,6 +169,7 @@ export class ServerManager {
 
   constructor(private readonly config: ServerManagerConfig) {
     this.env = config.env ?? process.env;
+    this.markers = projectMarkers(config.projectRoot, config.paths.root);
     this.infoStore = new ServerInfoStore(config.paths);
   }
 
@@ -308,20 +252,11 @@ export class ServerManager {
     const key = `${info.pid}:${info.port}:${ticks}:${sockets}`;
     if (ticks !== undefined && key === this.verifiedKey && processRunning(info.pid)) return "ours";
     let check: ServerCheck = await checkListener(info.pid, HOSTNAME, info.port);
-    if ((check === "ours" || check === "not-listening") && !(await this.carriesMarkers(info.pid))) {
+    if ((check === "ours" || check === "not-listening") && !(await carriesMarkers(info.pid, this.markers))) {
       check = "other-project";
     }
     this.verifiedKey = check === "ours" && ticks !== undefined ? key : undefined;
     return check;
-  }
-
-  /**
-   * The process carries this project's markers. Without /proc (not Linux) another process's environment cannot be
-   * read and the command line and socket checks have to do.
-   */
-  private async carriesMarkers(pid: number): Promise<boolean> {
-    if (process.platform !== "linux") return true;
-    return (await this.projectEnvironment(pid)) !== undefined;
   }
 
   /**
@@ -333,7 +268,7 @@ export class ServerManager {
     return terminateProcess(
       pid,
       5_000,
-      async () => (await processStartTicks(pid)) === ticks && (await this.carriesMarkers(pid)),
+      async () => (await processStartTicks(pid)) === ticks && (await carriesMarkers(pid, this.markers)),
     );
   }
 
@@ -470,19 +405,11 @@ export class ServerManager {
       if (!inodes) continue;
       for (const pid of await socketOwners(inodes)) {
         if ((await checkListener(pid, HOSTNAME, port)) !== "ours") continue;
-        const env = await this.projectEnvironment(pid);
+        const env = await markedEnvironment(pid, this.markers);
         if (env) return { pid, port, env };
       }
     }
     return undefined;
-  }
-
-  /** The environment of a process started by us for this project (its markers match), else undefined. */
-  private async projectEnvironment(pid: number): Promise<Record<string, string> | undefined> {
-    const env = await processEnvironment(pid);
-    const ours =
-      env?.[PROJECT_ROOT_ENV] === this.config.projectRoot && env[STORAGE_DIR_ENV] === this.config.paths.root;
-    return ours ? env : undefined;
   }
 
   /**
@@ -713,12 +640,6 @@ export class ServerManager {
     };
 
     const { auth, credentials } = newServerAuth(this.env);
-    // Every plugin instance inside the server (one per directory) resolves the leader's root and storage from these,
-    // and they mark the process as this project's server should its record be lost.
-    const markers = {
-      [PROJECT_ROOT_ENV]: this.config.projectRoot,
-      [STORAGE_DIR_ENV]: this.config.paths.root,
-    };
     let child: ChildProcess;
     try {
       // Detached: the server is a session leader of its own and outlives the process that started it. The password
@@ -728,7 +649,7 @@ export class ServerManager {
         ["serve", "--hostname", HOSTNAME, "--port", String(port), "--print-logs", "--log-level", "INFO"],
         {
           cwd: this.config.projectRoot,
-          env: serverEnv(this.env, auth, credentials, markers),
+          env: serverEnv(this.env, auth, credentials, this.markers),
           stdio: ["ignore", fd, fd],
           detached: true,
         },
