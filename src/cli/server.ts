@@ -1,4 +1,4 @@
-import type { ServerReport } from "../edges/server-manager.ts";
+import type { ServerReport } from "../edges/server-report.ts";
 import type { TeamsContext } from "../operations/context.ts";
 
 export interface ServerCommandResult {

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { writeFile } from "node:fs/promises";
 import { v4 as uuidv4 } from "uuid";
-import type { ServerReport } from "../../src/edges/server-manager.ts";
+import type { ServerReport } from "../../src/edges/server-report.ts";
 import type { AgentStatusResponse, StatusSummary } from "../../src/operations/views/status.ts";
 import type { ServerInfo } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";

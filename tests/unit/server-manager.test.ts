@@ -9,13 +9,8 @@ import net from "node:net";
 import path from "node:path";
 import { pidAlive } from "../../src/edges/process.ts";
 import { processCommandLine, processRunning, terminateProcess } from "../../src/edges/process-info.ts";
-import {
-  candidatePorts,
-  PORT_FIRST,
-  PORT_LAST,
-  preferredPort,
-  ServerStartError,
-} from "../../src/edges/server-manager.ts";
+import { ServerStartError } from "../../src/edges/server-manager.ts";
+import { candidatePorts, PORT_FIRST, PORT_LAST, preferredPort } from "../../src/edges/server-ports.ts";
 import { fakeServeKit } from "../helpers/fake-serve.ts";
 import { readServerInfo, writeServerInfo } from "../helpers/server-info.ts";
 

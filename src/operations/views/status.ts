@@ -1,4 +1,4 @@
-import type { ServerState } from "../../edges/server-manager.ts";
+import type { ServerState } from "../../edges/server-report.ts";
 import { assertAgentId } from "../../state/paths.ts";
 import type { AgentRole, AgentStatus, AgentWorktree } from "../../state/schemas.ts";
 import type { AgentView } from "../../state/team-store.ts";
