@@ -1,18 +1,18 @@
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
-import type { AgentState, AgentStatus, HeartbeatRecord, HeartbeatSource } from "../../state/schemas.ts";
+import type {
+  AgentState,
+  AgentStatus,
+  HeartbeatRecord,
+  HeartbeatSource,
+  ModelFailure,
+} from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import { SessionIndex, type SessionOwner } from "../team/identity.ts";
 import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
-import {
-  classifyEvent,
-  describeError,
-  isContextOverflow,
-  permissionAsked,
-  questionAsked,
-  type Signal,
-} from "./signals.ts";
+import { clearedBySuccess, recordError, tellLeaderFailing } from "./model-failure.ts";
+import { classifyEvent, permissionAsked, questionAsked, type Signal } from "./signals.ts";
 import {
   rejectedNotice,
   sendAnswer,
@@ -41,6 +41,8 @@ interface ApplyOutcome {
   death?: Omit<InactiveAgent, "tasks">;
   /** A request seen for the first time: the leader is to hear of it. */
   asked?: { agent: AgentState; request: WaitingRequest };
+  /** A kind of model failure seen for the first time: the leader is to hear of it. */
+  failed?: { agent: AgentState; failure: ModelFailure };
 }
 
 /** The agent as an applied signal left it (tracked whether or not it was written), and what follows from it. */
@@ -261,6 +263,7 @@ export class EventMonitor {
       signal.kind === "deleted" ||
       signal.kind === "waiting" ||
       signal.kind === "answered" ||
+      (signal.kind === "activity" && signal.succeeded === true) ||
       !known ||
       known.misses > 0 ||
       (this.desiredStatus(signal, known.status) ?? known.status) !== known.status;
@@ -281,6 +284,8 @@ export class EventMonitor {
       await this.handOver(hit.teamName, outcome.death);
     }
     if (outcome?.asked) await this.announce(hit.teamName, outcome.asked.agent, outcome.asked.request);
+    if (outcome?.failed)
+      await tellLeaderFailing(this.ctx, hit.teamName, outcome.failed.agent, outcome.failed.failure);
   }
 
   /** Tell the leader once per request (the caller saw it first, under the agent's lock), or reject it when told to. */
@@ -397,7 +402,13 @@ export class EventMonitor {
     const announce =
       signal.kind === "waiting" && waitingFor && agent.announcedRequestId !== signal.request.requestId;
     if (announce) next = { ...next, announcedRequestId: signal.request.requestId };
-    if (signal.kind === "error") next = this.withError(agent, next, signal, now);
+    next = clearedBySuccess(agent, next, signal);
+    let told: ModelFailure | undefined;
+    if (signal.kind === "error") {
+      // The same error can arrive twice (plugin loaded twice, or hook and stream in two processes).
+      const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
+      ({ next, told } = recordError(agent, next, signal, now, window));
+    }
     if (next !== agent) {
       next = {
         ...next,
@@ -408,31 +419,11 @@ export class EventMonitor {
       // Liveness only (status, waiting request, error): see TeamStore.writeAgent.
       await store.writeAgent(next, { durable: false, blocking: true });
     }
-    return announce ? { next, outcome: { asked: { agent: next, request: signal.request } } } : { next };
-  }
-
-  /** `next` with the error recorded, unless `agent` has the same error from within the duplicate window. */
-  private withError(
-    agent: AgentState,
-    next: AgentState,
-    signal: Extract<Signal, { kind: "error" }>,
-    now: number,
-  ): AgentState {
-    const description = describeError(signal.name, signal.message);
-    const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
-    // The same error can arrive twice (plugin loaded twice, or hook and stream in two processes).
-    const duplicate =
-      agent.lastError === description &&
-      agent.lastErrorAt !== undefined &&
-      now - Date.parse(agent.lastErrorAt) < window;
-    if (duplicate) return next;
-    return {
-      ...next,
-      lastError: description,
-      lastErrorAt: new Date(now).toISOString(),
-      sessionRotationCount:
-        next.sessionRotationCount + (isContextOverflow(signal.name, signal.message) ? 1 : 0),
+    const outcome: ApplyOutcome = {
+      ...(announce ? { asked: { agent: next, request: signal.request } } : {}),
+      ...(told ? { failed: { agent: next, failure: told } } : {}),
     };
+    return { next, outcome };
   }
 
   private async handOver(teamName: string, death: Omit<InactiveAgent, "tasks">): Promise<void> {

@@ -1,6 +1,12 @@
 import type { ServerState } from "../../edges/server-manager.ts";
 import { assertAgentId } from "../../state/paths.ts";
-import type { AgentRole, AgentStatus, AgentWorktree, ListedStatus } from "../../state/schemas.ts";
+import type {
+  AgentRole,
+  AgentStatus,
+  AgentWorktree,
+  ListedStatus,
+  ModelFailure,
+} from "../../state/schemas.ts";
 import type { AgentView } from "../../state/team-store.ts";
 import { agentNotFound } from "../agents/agent-words.ts";
 import { findUnknownAgent, listUnknownAgents, type UnknownAgent } from "../agents/unknown-agents.ts";
@@ -34,6 +40,8 @@ export interface AgentStatusResponse {
   cwd: string;
   consecutiveMisses: number;
   lastError?: string;
+  /** Its model failed a turn and none has succeeded since (specs/get-agent-status.md); null otherwise. */
+  failing: Omit<ModelFailure, "notified"> | null;
   /** The permission request or question the agent waits on (specs/get-agent-status.md). */
   waitingFor: WaitingView | null;
   sessionRotationCount: number;
@@ -60,6 +68,7 @@ export interface UnknownStatusResponse {
   paneId?: string;
   cwd: string | null;
   consecutiveMisses: null;
+  failing: null;
   waitingFor: null;
   sessionRotationCount: null;
   createdAt: string | null;
@@ -121,6 +130,9 @@ export function toStatusResponse(
     cwd: state.cwd,
     consecutiveMisses: state.consecutiveMisses,
     ...(state.lastError ? { lastError: state.lastError } : {}),
+    failing: state.failing
+      ? { kind: state.failing.kind, error: state.failing.error, since: state.failing.since }
+      : null,
     waitingFor: waitingView(state),
     sessionRotationCount: state.sessionRotationCount,
     createdAt: state.createdAt,
@@ -158,6 +170,7 @@ export function unknownStatusResponse(agent: UnknownAgent, now: number): Unknown
     ...(agent.paneId ? { paneId: agent.paneId } : {}),
     cwd: agent.cwd,
     consecutiveMisses: null,
+    failing: null,
     waitingFor: null,
     sessionRotationCount: null,
     createdAt: agent.createdAt,
