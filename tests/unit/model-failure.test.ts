@@ -174,3 +174,55 @@ describe("the views show a failing agent", () => {
     expect((await listed())?.health_status).toBe("healthy");
   });
 });
+
+describe("resume-agent { model }", () => {
+  interface Launched {
+    success: boolean;
+    error?: string;
+    agentId: string;
+    sessionId: string;
+    sessionReused?: boolean;
+  }
+  const LEADER = () => lead.leaderSession.id;
+  const spawn = () =>
+    lead.call<Launched>(
+      "spawn-agent",
+      { teamName: "alpha", prompt: "Build it", model: "mock/mock-model" },
+      LEADER(),
+    );
+  const resume = (args: Record<string, unknown>) =>
+    lead.call<Launched>("resume-agent", { teamName: "alpha", ...args }, LEADER());
+
+  test("continues a failing agent on the same session with another model; the old run ended as failed", async () => {
+    const spawned = await spawn();
+    expect(spawned.success).toBe(true);
+    await feed(ev.apiError(spawned.sessionId, 401, "bad key"), ev.idle(spawned.sessionId));
+    const resumed = await resume({ agentId: spawned.agentId, model: "mock/other-model", prompt: "Go on." });
+    expect(resumed).toMatchObject({ success: true, sessionId: spawned.sessionId, sessionReused: true });
+    const next = await agentOnDisk(ctx, { agentId: resumed.agentId });
+    expect(next).toMatchObject({ model: "mock/other-model", providerId: "mock", resumes: spawned.agentId });
+    expect(next.failing ?? null).toBeNull();
+    const old = await agentOnDisk(ctx, spawned);
+    expect(old).toMatchObject({ status: "terminated", outcome: "failed" });
+    const prompts = ctx.server.sessions.get(spawned.sessionId)?.prompts ?? [];
+    expect(prompts.at(-1)).toMatchObject({ model: { providerID: "mock", modelID: "other-model" } });
+    expect(prompts.at(-1)?.text).toContain("Go on.");
+  });
+
+  test("a bad model is refused and changes nothing; a working agent is not resumable", async () => {
+    const spawned = await spawn();
+    await feed(ev.apiError(spawned.sessionId, 401, "bad key"), ev.idle(spawned.sessionId));
+    const before = await agentOnDisk(ctx, spawned);
+    const refused = await resume({ agentId: spawned.agentId, model: "no-slash" });
+    expect(refused.success).toBe(false);
+    expect(refused.error).toContain("provider/model");
+    expect(await agentOnDisk(ctx, spawned)).toEqual(before);
+    expect((await ctx.store.listAgentViews("alpha")).items).toHaveLength(2);
+
+    const healthy = await spawn();
+    await feed(ev.idle(healthy.sessionId));
+    expect((await resume({ agentId: healthy.agentId, model: "mock/other-model" })).error).toContain(
+      "not interrupted",
+    );
+  });
+});
