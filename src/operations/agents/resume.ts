@@ -17,7 +17,7 @@ import { resolveCwd } from "./agent-input.ts";
 import { agentLabel } from "./agent-words.ts";
 import { type FinishHow, finishAgent, readAgentOrFail } from "./finish.ts";
 import { launchAgent, projectServerOrFail, type SpawnAgentOutput } from "./launch.ts";
-import { recordedModel, type ResolvedModel, resolveModel } from "./model.ts";
+import { type ResolvedModel, recordedModel, resolveModel } from "./model.ts";
 import { claimBy, claimHolds, withoutClaim } from "./resume-claim.ts";
 import { type SpawnProgress, StepClock } from "./step-clock.ts";
 
