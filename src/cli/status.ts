@@ -19,6 +19,8 @@ export interface StatusRow {
   unread: number;
   /** What the agent waits on, e.g. `permission: bash (git push)`; null when nothing. */
   waiting: string | null;
+  /** Why its model cannot work, e.g. `auth: APIError (HTTP 401): ...`; null when it works. */
+  failing: string | null;
 }
 
 function waitingText(state: Parameters<typeof waitingView>[0]): string | null {
@@ -70,6 +72,7 @@ export async function collectStatus(
         paneId: state.paneId ?? null,
         tasks: held(state.agentId),
         waiting: waitingText(state),
+        failing: state.failing ? `${state.failing.kind}: ${state.failing.error}` : null,
         unread: await unreadOf(state.agentId),
       });
     }
@@ -90,6 +93,7 @@ export async function collectStatus(
         paneId: agent.paneId,
         tasks: held(agent.agentId),
         waiting: null,
+        failing: null,
         unread: await unreadOf(agent.agentId),
       });
     }
@@ -117,6 +121,9 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     rows,
     paint,
   );
+  const failing = report.agents.flatMap((row) =>
+    row.failing ? [paint(`${row.name} (${row.agentId}): model failing, ${row.failing}`, "magenta")] : [],
+  );
   const warnings = report.warnings.map((w) => paint(`warning: ${w}`, "yellow"));
-  return [table, ...warnings].join("\n");
+  return [table, ...failing, ...warnings].join("\n");
 }

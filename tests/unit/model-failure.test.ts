@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { collectStatus, renderStatus } from "../../src/cli/status.ts";
 import { EventMonitor } from "../../src/operations/liveness/monitor.ts";
 import { healthOf } from "../../src/operations/views/list-agents.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
@@ -223,6 +224,19 @@ describe("resume-agent { model }", () => {
     await feed(ev.idle(healthy.sessionId));
     expect((await resume({ agentId: healthy.agentId, model: "mock/other-model" })).error).toContain(
       "not interrupted",
+    );
+  });
+});
+
+describe("the CLI shows a failing agent", () => {
+  test("status: health error and the error under the table", async () => {
+    const agent = await addAgent(ctx, "alpha", { name: "parser" });
+    await feed(ev.apiError(agent.sessionId, 401, "Incorrect API key provided"), ev.idle(agent.sessionId));
+    const report = await collectStatus(ctx, "alpha", false);
+    expect(report.agents.find((row) => row.agentId === agent.agentId)?.health).toBe("error");
+    const text = renderStatus(report, (t) => t);
+    expect(text).toContain(
+      `parser (${agent.agentId}): model failing, auth: APIError (HTTP 401): Incorrect API key`,
     );
   });
 });
