@@ -6,6 +6,7 @@ import type { TeamsContext } from "../context.ts";
 import { outcomeStatus } from "../history/history.ts";
 import { agentEnded, agentSpawned } from "../history/run-history.ts";
 import { CallerError, errorText, type Failure, fail, type OpResult } from "../result.ts";
+import { bootProjectServer } from "../server/prewarm.ts";
 import { recountActiveSessions } from "../server/server-sessions.ts";
 import { agentSessionTitle } from "../team/identity-prompt.ts";
 import { placeAgent, type WorktreeRequest } from "../worktrees/worktrees.ts";
@@ -453,10 +454,12 @@ async function recordLaunch(
 }
 
 /** The project's server, started when needed; a failure in the words of specs/spawn-agent.md. */
-export async function projectServerOrFail(ctx: TeamsContext): Promise<ProjectServer | Failure> {
+export async function projectServerOrFail(
+  ctx: TeamsContext,
+  by = "spawn-agent",
+): Promise<ProjectServer | Failure> {
   try {
-    if (!ctx.edges.ensureProjectServer) throw new Error("this process cannot start a project server");
-    return await ctx.edges.ensureProjectServer();
+    return await bootProjectServer(ctx, by);
   } catch (error) {
     return fail(
       error instanceof ServerStartError

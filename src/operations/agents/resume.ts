@@ -175,7 +175,7 @@ export async function resumeAgent(
     return fail("tmux is required for agent spawning");
 
   steps.progress("server", "Starting the OpenCode server");
-  const server = await projectServerOrFail(ctx);
+  const server = await projectServerOrFail(ctx, "resume-agent");
   if ("success" in server) return server;
 
   const successorId = uuidv4();

@@ -2,7 +2,9 @@ import type { TeamsContext } from "../context.ts";
 import { isRunning } from "../liveness/heartbeat.ts";
 
 /** A running agent of the project (any team), or undefined when none runs. */
-async function runningAgent(ctx: TeamsContext): Promise<{ agent: string; teamName: string } | undefined> {
+export async function runningAgent(
+  ctx: TeamsContext,
+): Promise<{ agent: string; teamName: string } | undefined> {
   for (const teamName of await ctx.store.listTeamNames()) {
     const { items } = await ctx.store.listAgentViews(teamName);
     const live = items.find((view) => view.state.role !== "leader" && isRunning(view.state.status));
