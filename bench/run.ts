@@ -6,6 +6,7 @@
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { benchCold } from "./fig-cold.ts";
 import { benchConcurrent } from "./fig-concurrent.ts";
 import { benchDetectDefault } from "./fig-detect.ts";
 import { benchHeartbeat } from "./fig-heartbeat.ts";
@@ -59,6 +60,8 @@ const GROUPS: { id: string; own: number; run: (quick: boolean) => Promise<Figure
   { id: "8", own: 1, run: (quick) => import("./fig-messages.ts").then((m) => m.benchMessages(quick)) },
   { id: "9", own: 1, run: benchWorktree },
   { id: "10", own: 1, run: benchPermissionNotice },
+  // The leader's and the project's `opencode serve` (booting), the bench.
+  { id: "11", own: 3, run: benchCold },
 ];
 
 function parseArgs(argv: readonly string[]): { quick: boolean; only: Set<string> | undefined } {

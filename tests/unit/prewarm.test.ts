@@ -59,6 +59,8 @@ describe("the project server boots before the first spawn", () => {
     expect(await spawned).toMatchObject({ success: true, status: "active" });
     expect(boots).toBe(1);
     expect(logged("prewarm done")).toHaveLength(1);
+    // Healthy is not ready: the prewarm also named the project directory once, which boots OpenCode's instance there.
+    expect(ctx.server.calls.filter((c) => c === "sessionStatuses").length).toBeGreaterThanOrEqual(1);
     // Once it is up, a spawn asks ServerManager again (its quick check of the running server), alone.
     expect((await spawn()).success).toBe(true);
     expect(boots).toBe(2);

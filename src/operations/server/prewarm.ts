@@ -53,20 +53,26 @@ export function bootProjectServer(ctx: TeamsContext, by: string): Promise<Projec
 export function prewarmProjectServer(ctx: TeamsContext, why: string): void {
   if (!ctx.options.prewarmServer || ctx.edges.insideProjectServer || !ctx.edges.ensureProjectServer) return;
   const startedAt = ctx.clock.now();
-  bootProjectServer(ctx, `prewarm (${why})`).then(
-    (server) =>
+  bootProjectServer(ctx, `prewarm (${why})`)
+    .then(async (server) => {
+      const healthyMs = ctx.clock.now() - startedAt;
+      // Healthy is not ready: the first request naming the project directory boots OpenCode's instance there (config,
+      // plugins, this one included), which the first spawn's session would otherwise wait for.
+      await server.api.sessionStatuses([ctx.projectRoot]);
       ctx.log("info", "project server: prewarm done", {
         why,
         pid: server.info.pid,
         port: server.info.port,
+        healthyMs,
         ms: ctx.clock.now() - startedAt,
-      }),
-    (error: unknown) =>
+      });
+    })
+    .catch((error: unknown) =>
       ctx.log("warn", "project server: prewarm failed; the next spawn-agent tries again", {
         why,
         error: errorText(error),
       }),
-  );
+    );
 }
 
 /** When the plugin loads: agents of this project still run, so their leader will likely spawn, resume or message. */
