@@ -22,7 +22,8 @@ import {
 } from "./harness/index.ts";
 import { callTool } from "./harness/session-tools.ts";
 
-const TIMING = { staleThresholdMs: 10_000, sweepIntervalMs: 1_000, eventCoalesceMs: 300, noticeDigestMs: 0 };
+// The default stale threshold (60 s): an idle agent that does not heartbeat is swept inactive after it.
+const TIMING = { eventCoalesceMs: 300, noticeDigestMs: 0 };
 
 const base = mockProviderConfig() as { provider: { mock: { models: Record<string, unknown> } } };
 const mockProvider = base.provider.mock;
@@ -118,15 +119,24 @@ test("real server: a 401 tells the leader once, get-agent-status shows it, resum
   });
   if (!resumed.success) throw new Error(resumed.error);
   expect(resumed).toMatchObject({ sessionReused: true, sessionId: spawned.sessionId });
+  let last: unknown;
   await waitFor(
     async () => {
       const read = await ctx.store.readAgent("fail", resumed.agentId);
+      last =
+        read.kind === "ok"
+          ? { status: read.value.status, why: read.value.statusReason, failing: read.value.failing }
+          : read.kind;
       return read.kind === "ok" && read.value.status === "idle" && !read.value.failing
         ? read.value
         : undefined;
     },
     { timeoutMs: 30_000, message: "the resumed agent idle and not failing" },
-  );
+  ).catch(async (error: unknown) => {
+    const said = await server.lastAssistantText(spawned.sessionId).catch(() => "?");
+    console.log(`resumed agent: ${JSON.stringify(last)}; its session says: ${said}`);
+    throw error;
+  });
   const worker = fx.mock.requests
     .slice(requestsBefore)
     .filter((r) => r.lastUserText.includes("recovered on b"));
