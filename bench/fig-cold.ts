@@ -19,7 +19,7 @@ import {
 } from "../tests/e2e/harness/index.ts";
 import { serverInfo } from "./hand-spawn.ts";
 import { note } from "./setup.ts";
-import { type Figure, figure, zipRounds } from "./stats.ts";
+import { type Figure, figure, quantile, zipRounds } from "./stats.ts";
 
 /** How long after create-team the leader spawns: "a few seconds", as a model takes to plan its first worker. */
 const AFTER_CREATE_MS = 3_000;
@@ -31,11 +31,13 @@ interface ColdSamples {
   childFloor: number[];
   /** spawn-agent's tool time (call -> active, prompt proven delivered). */
   toolTime: number[];
+  /** The same first request with `prewarmServer: false`: the spawn boots the server (what issue 42 measured). */
+  unwarmed: number[];
 }
 
-/** When the mock model first saw a request whose prompt is `@@say <marker>` (not the leader's call that names it). */
+/** When the mock model first saw a request whose prompt is exactly `@@say <marker>` (not the leader's call naming it). */
 async function requestWith(mock: MockModel, marker: string): Promise<number> {
-  const ours = (text: string) => text.includes(`@@say ${marker}`) && !text.includes("@@call");
+  const ours = (text: string) => text.trim() === `@@say ${marker}`;
   const found = await waitFor(() => mock.requests.find((r) => ours(r.lastUserText)), {
     timeoutMs: 120_000,
     intervalMs: 5,
@@ -71,10 +73,11 @@ function toolTime(results: readonly ToolResultInfo[]): { start: number; end: num
   return time?.end ? { start: time.start, end: time.end } : undefined;
 }
 
-async function coldRound(mock: MockModel, round: number, out: ColdSamples): Promise<void> {
+async function coldRound(mock: MockModel, round: number, out: ColdSamples, prewarm = true): Promise<void> {
   const main = await startOpencode({
     mockBaseUrl: mock.baseUrl,
     gitInit: true,
+    pluginOptions: { prewarmServer: prewarm },
     env: { OPENCODE_TEAMS_OPENCODE_BIN: OPENCODE_BIN },
   });
   try {
@@ -86,18 +89,21 @@ async function coldRound(mock: MockModel, round: number, out: ColdSamples): Prom
       message: "create-team",
     });
     await Bun.sleep(Math.max(0, team.end + AFTER_CREATE_MS - Date.now()));
-    out.childFloor.push(await childFloor(main, mock, leader, round));
-    const marker = `cold-${round}`;
+    const floor = await childFloor(main, mock, leader, round + (prewarm ? 0 : 100));
+    const marker = `cold-${round}${prewarm ? "" : "-unwarmed"}`;
     const args = { teamName: "cold", headless: true, prompt: `@@say ${marker}` };
     await main.promptAsync(leader, `@@call spawn-agent ${JSON.stringify(args)}`);
     const reached = await requestWith(mock, marker);
     await main.waitForIdle(leader, { timeoutMs: 80_000 });
     const time = toolTime(await main.toolResults(leader, "spawn-agent"));
     if (!time) throw new Error("cold spawn: no finished spawn-agent call");
-    out.firstRequest.push(reached - time.start);
-    out.toolTime.push(time.end - time.start);
+    if (prewarm) {
+      out.firstRequest.push(reached - time.start);
+      out.childFloor.push(floor);
+      out.toolTime.push(time.end - time.start);
+    } else out.unwarmed.push(reached - time.start);
     note(
-      `cold ${round + 1}: spawn call -> first request ${reached - time.start} ms (tool ${time.end - time.start} ms), child session floor ${out.childFloor.at(-1)} ms; spawn ${time.start - team.end} ms after create-team`,
+      `cold ${round + 1}${prewarm ? "" : " (no prewarm)"}: spawn call -> first request ${reached - time.start} ms (tool ${time.end - time.start} ms), child session floor ${floor} ms; spawn ${time.start - team.end} ms after create-team`,
     );
     for (const line of bootLines(main.projectDir)) note(`    ${line}`);
   } finally {
@@ -108,10 +114,13 @@ async function coldRound(mock: MockModel, round: number, out: ColdSamples): Prom
 }
 
 export async function benchCold(quick: boolean): Promise<Figure[]> {
-  const out: ColdSamples = { firstRequest: [], childFloor: [], toolTime: [] };
+  const out: ColdSamples = { firstRequest: [], childFloor: [], toolTime: [], unwarmed: [] };
   const mock = await startMockModel();
   try {
-    for (let round = 0; round < (quick ? 1 : 3); round++) await coldRound(mock, round, out);
+    for (let round = 0; round < (quick ? 1 : 3); round++) {
+      await coldRound(mock, round, out);
+      await coldRound(mock, round, out, false);
+    }
   } finally {
     await mock.stop();
   }
@@ -129,7 +138,20 @@ export async function benchCold(quick: boolean): Promise<Figure[]> {
           pairs: zipRounds(out.firstRequest, out.childFloor),
         },
       },
-      "target also 2 s absolute (issue 42)",
+      `target also 2 s absolute (issue 42); spawn-agent's own time in it: median ${quantile(out.toolTime, 0.5)} ms`,
+    ),
+    figure(
+      "11b",
+      "the same without the prewarm (prewarmServer: false: the spawn boots the project server), by turns with 11",
+      "ms",
+      out.unwarmed,
+      {
+        floor: {
+          what: "figure 11's rounds",
+          samples: out.firstRequest,
+          pairs: zipRounds(out.unwarmed, out.firstRequest),
+        },
+      },
     ),
   ];
 }
