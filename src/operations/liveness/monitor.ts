@@ -55,6 +55,8 @@ interface Tracked {
   status: AgentStatus;
   misses: number;
   lastWriteAt: number;
+  /** Its model was failing when last read: a turn that succeeds must be written at once to clear it. */
+  failing: boolean;
 }
 
 /**
@@ -263,7 +265,7 @@ export class EventMonitor {
       signal.kind === "deleted" ||
       signal.kind === "waiting" ||
       signal.kind === "answered" ||
-      (signal.kind === "activity" && signal.succeeded === true) ||
+      (signal.kind === "activity" && signal.succeeded === true && known?.failing) ||
       !known ||
       known.misses > 0 ||
       (this.desiredStatus(signal, known.status) ?? known.status) !== known.status;
@@ -358,7 +360,12 @@ export class EventMonitor {
   }
 
   private track(key: string, state: AgentState, now: number): void {
-    this.tracked.set(key, { status: state.status, misses: state.consecutiveMisses, lastWriteAt: now });
+    this.tracked.set(key, {
+      status: state.status,
+      misses: state.consecutiveMisses,
+      lastWriteAt: now,
+      failing: Boolean(state.failing),
+    });
   }
 
   /** A deleted session is a death, except the leader's (the user's own session) and one a kill in progress deleted. */
