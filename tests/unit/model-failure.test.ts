@@ -210,6 +210,21 @@ describe("resume-agent { model }", () => {
     expect(prompts.at(-1)?.text).toContain("Go on.");
   });
 
+  test("two resumes racing (a model calls tools in parallel): exactly one continues the session", async () => {
+    const spawned = await spawn();
+    await feed(ev.apiError(spawned.sessionId, 401, "bad key"), ev.idle(spawned.sessionId));
+    const results = await Promise.all([
+      resume({ agentId: spawned.agentId, model: "mock/other-model" }),
+      resume({ agentId: spawned.agentId, model: "mock/third-model" }),
+    ]);
+    expect(results.filter((r) => r.success)).toHaveLength(1);
+    expect(results.find((r) => !r.success)?.error).toMatch(/already resumed|being resumed right now/);
+    const live = (await ctx.store.listAgentViews("alpha")).items.filter(
+      (v) => v.state.sessionId === spawned.sessionId && v.state.status !== "terminated",
+    );
+    expect(live).toHaveLength(1);
+  });
+
   test("a bad model is refused and changes nothing; a working agent is not resumable", async () => {
     const spawned = await spawn();
     await feed(ev.apiError(spawned.sessionId, 401, "bad key"), ev.idle(spawned.sessionId));

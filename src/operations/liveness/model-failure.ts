@@ -128,7 +128,8 @@ export function failureNotice(agent: AgentState, failure: ModelFailure): string 
   });
   return [
     `Agent ${agent.name} (${agent.agentId}) cannot work: its model failed (${failure.kind}: ${KIND_WORDS[failure.kind]}).`,
-    `Model ${agent.model}, error: ${failure.error}`,
+    // The model name came from a model's tool call: as hostile as the error.
+    `Model ${boundedText(agent.model, 200)}, error: ${failure.error}`,
     "Its turn ended and it will not retry by itself.",
     `Next: resume-agent ${resume} continues it on the same session with another model, or kill-agent ends it.${
       KIND_ADVICE[failure.kind] ?? ""
