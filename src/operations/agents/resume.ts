@@ -11,12 +11,13 @@ import {
   messagesToHandOver,
 } from "../messages/inbox.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
+import { projectServerOrFail } from "../server/prewarm.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
 import { worktreeCwd } from "../worktrees/worktrees.ts";
 import { resolveCwd } from "./agent-input.ts";
 import { agentLabel } from "./agent-words.ts";
 import { type FinishHow, finishAgent, readAgentOrFail } from "./finish.ts";
-import { launchAgent, projectServerOrFail, type SpawnAgentOutput } from "./launch.ts";
+import { launchAgent, type SpawnAgentOutput } from "./launch.ts";
 import { type ResolvedModel, recordedModel, resolveModel } from "./model.ts";
 import { claimBy, claimHolds, withoutClaim } from "./resume-claim.ts";
 import { type SpawnProgress, StepClock } from "./step-clock.ts";

@@ -1,6 +1,6 @@
-import type { ProjectServer } from "../../edges/server-manager.ts";
+import { type ProjectServer, ServerStartError } from "../../edges/server-manager.ts";
 import type { TeamsContext } from "../context.ts";
-import { errorText } from "../result.ts";
+import { errorText, type Failure, fail } from "../result.ts";
 import { runningAgent } from "./server-control.ts";
 
 // The project's `opencode serve` boots in seconds (instance, plugins, providers): started when a spawn is likely, a
@@ -44,6 +44,19 @@ export function bootProjectServer(ctx: TeamsContext, by: string): Promise<Projec
   });
   booting.set(key, { promise, by, startedAt: ctx.clock.now() });
   return promise;
+}
+
+/** The project's server for spawn-agent or resume-agent; a failure in the words of specs/spawn-agent.md. */
+export async function projectServerOrFail(ctx: TeamsContext, by: string): Promise<ProjectServer | Failure> {
+  try {
+    return await bootProjectServer(ctx, by);
+  } catch (error) {
+    return fail(
+      error instanceof ServerStartError
+        ? error.message
+        : `Failed to start OpenCode server: ${errorText(error)}`,
+    );
+  }
 }
 
 /**
