@@ -24,6 +24,10 @@ const ev = {
     properties: { sessionID, status: { type: "retry", attempt: 2, message: "503 overloaded", next: 0 } },
   }),
   idle: (sessionID: string) => ({ type: "session.idle", properties: { sessionID } }),
+  busy: (sessionID: string) => ({
+    type: "session.status",
+    properties: { sessionID, status: { type: "busy" } },
+  }),
   assistant: (sessionID: string, done: { completed?: boolean; error?: unknown } = {}) => ({
     type: "message.updated",
     properties: {
@@ -208,6 +212,21 @@ describe("resume-agent { model }", () => {
     const prompts = ctx.server.sessions.get(spawned.sessionId)?.prompts ?? [];
     expect(prompts.at(-1)).toMatchObject({ model: { providerID: "mock", modelID: "other-model" } });
     expect(prompts.at(-1)?.text).toContain("Go on.");
+  });
+
+  test("the resumed turn's events reach the new record at once, though the session index was built moments ago", async () => {
+    // The index is rebuilt at most this often; the resumed turn below ends well within it.
+    monitor = new EventMonitor(ctx, { indexRebuildMs: 60_000 });
+    const spawned = await spawn();
+    await feed(ev.apiError(spawned.sessionId, 401, "bad key"), ev.idle(spawned.sessionId));
+    const resumed = await resume({ agentId: spawned.agentId, model: "mock/other-model" });
+    expect(resumed.success).toBe(true);
+    await feed(
+      ev.busy(spawned.sessionId),
+      ev.assistant(spawned.sessionId, { completed: true }),
+      ev.idle(spawned.sessionId),
+    );
+    expect(await agentOnDisk(ctx, { agentId: resumed.agentId })).toMatchObject({ status: "idle" });
   });
 
   test("two resumes racing (a model calls tools in parallel): exactly one continues the session", async () => {

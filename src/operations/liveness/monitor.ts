@@ -13,13 +13,7 @@ import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
 import { clearedBySuccess, recordError, tellLeaderFailing } from "./model-failure.ts";
 import { classifyEvent, permissionAsked, questionAsked, type Signal } from "./signals.ts";
-import {
-  rejectedNotice,
-  sendAnswer,
-  tellLeaderWaiting,
-  type WaitingRequest,
-  waitingNotice,
-} from "./waiting.ts";
+import { announceWaiting, type WaitingRequest } from "./waiting.ts";
 
 export interface MonitorStats {
   /** Events received (hook and stream). */
@@ -41,6 +35,8 @@ interface ApplyOutcome {
   death?: Omit<InactiveAgent, "tasks">;
   /** A request seen for the first time: the leader is to hear of it. */
   asked?: { agent: AgentState; request: WaitingRequest };
+  /** The agent had ended and resume-agent continues it as this agent: the event is its successor's. */
+  successor?: string;
   /** A kind of model failure seen for the first time: the leader is to hear of it. */
   failed?: { agent: AgentState; failure: ModelFailure };
 }
@@ -247,7 +243,7 @@ export class EventMonitor {
     for (const owner of owners) await this.processFor(owner, signal);
   }
 
-  private async processFor(owner: SessionOwner, signal: Signal): Promise<void> {
+  private async processFor(owner: SessionOwner, signal: Signal, retried = false): Promise<void> {
     let hit = owner;
     let key = `${hit.teamName}/${hit.agentId}`;
     let known = this.tracked.get(key);
@@ -274,6 +270,14 @@ export class EventMonitor {
       return;
     }
     const outcome = await this.apply(hit.teamName, hit.agentId, key, signal);
+    if (outcome?.successor && !retried) {
+      // Ended since we last looked, and resumed: its successor owns the session now, whatever the index still says.
+      const next = (await this.index.relookup(signal.sessionId, true)).find(
+        (o) => o.teamName === hit.teamName && o.agentId === outcome.successor,
+      );
+      if (next) await this.processFor(next, signal, true);
+      return;
+    }
     if (outcome?.death) {
       // Written without a flush under the lock (see applyDeleted), flushed before anything acts on it. A failed flush
       // does not undo the death, which is real and already visible: its tasks go back to the team all the same.
@@ -285,26 +289,10 @@ export class EventMonitor {
       });
       await this.handOver(hit.teamName, outcome.death);
     }
-    if (outcome?.asked) await this.announce(hit.teamName, outcome.asked.agent, outcome.asked.request);
+    if (outcome?.asked)
+      await announceWaiting(this.ctx, hit.teamName, outcome.asked.agent, outcome.asked.request);
     if (outcome?.failed)
       await tellLeaderFailing(this.ctx, hit.teamName, outcome.failed.agent, outcome.failed.failure);
-  }
-
-  /** Tell the leader once per request (the caller saw it first, under the agent's lock), or reject it when told to. */
-  private async announce(teamName: string, agent: AgentState, request: WaitingRequest): Promise<void> {
-    if (agent.headless && this.ctx.options.headlessPermissions === "reject") {
-      try {
-        await sendAnswer(this.ctx, agent, request, "reject");
-        await tellLeaderWaiting(this.ctx, teamName, agent, rejectedNotice(agent, request));
-        return;
-      } catch (error) {
-        this.ctx.log("warn", "could not reject a headless agent's request; the leader is asked instead", {
-          agent: agent.agentId,
-          error: error instanceof Error ? error.message : String(error),
-        });
-      }
-    }
-    await tellLeaderWaiting(this.ctx, teamName, agent, waitingNotice(agent, request));
   }
 
   /** What a waiting/answered/idle signal makes of `waitingFor`; undefined when it stays as it is. */
@@ -347,7 +335,7 @@ export class EventMonitor {
       // Events never revive an agent that was declared dead or terminated.
       if (!isRunning(agent.status)) {
         this.track(key, agent, now);
-        return undefined;
+        return agent.resumedBy ? { successor: agent.resumedBy } : undefined;
       }
       this.stats.writes++;
       const applied =

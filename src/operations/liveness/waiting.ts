@@ -83,6 +83,28 @@ export async function tellLeaderWaiting(
   });
 }
 
+/** Tell the leader once per request (the caller saw it first, under the agent's lock), or reject it when told to. */
+export async function announceWaiting(
+  ctx: TeamsContext,
+  teamName: string,
+  agent: AgentState,
+  request: WaitingRequest,
+): Promise<void> {
+  if (agent.headless && ctx.options.headlessPermissions === "reject") {
+    try {
+      await sendAnswer(ctx, agent, request, "reject");
+      await tellLeaderWaiting(ctx, teamName, agent, rejectedNotice(agent, request));
+      return;
+    } catch (error) {
+      ctx.log("warn", "could not reject a headless agent's request; the leader is asked instead", {
+        agent: agent.agentId,
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
+  }
+  await tellLeaderWaiting(ctx, teamName, agent, waitingNotice(agent, request));
+}
+
 /** Send `response` to the server for the agent's pending request. */
 export async function sendAnswer(
   ctx: TeamsContext,
