@@ -53,6 +53,8 @@ interface Tracked {
   lastWriteAt: number;
   /** Its model was failing when last read: a turn that succeeds must be written at once to clear it. */
   failing: boolean;
+  /** It ended and resume-agent continues it as this agent: its session's events are the successor's. */
+  successor?: string;
 }
 
 /**
@@ -249,7 +251,8 @@ export class EventMonitor {
     let known = this.tracked.get(key);
     if (known && !isRunning(known.status)) {
       // resume-agent hands an ended agent's session to a new record: the session may have a live owner by now.
-      const next = (await this.index.relookup(signal.sessionId)).find((o) => o.teamName === owner.teamName);
+      const owners = await this.index.relookup(signal.sessionId, known.successor !== undefined);
+      const next = owners.find((o) => o.teamName === owner.teamName);
       if (!next || next.agentId === hit.agentId) return;
       hit = next;
       key = `${hit.teamName}/${hit.agentId}`;
@@ -353,6 +356,7 @@ export class EventMonitor {
       misses: state.consecutiveMisses,
       lastWriteAt: now,
       failing: Boolean(state.failing),
+      ...(state.resumedBy ? { successor: state.resumedBy } : {}),
     });
   }
 
