@@ -10,6 +10,7 @@ import path from "node:path";
 import writeFileAtomic from "write-file-atomic";
 import { startRun, stopAll, stopping } from "./cleanup.ts";
 import { parseArgs, usage } from "./cli.ts";
+import { benchCold } from "./fig-cold.ts";
 import { benchConcurrent } from "./fig-concurrent.ts";
 import { benchDetectDefault } from "./fig-detect.ts";
 import { benchHeartbeat } from "./fig-heartbeat.ts";
@@ -91,6 +92,8 @@ const GROUPS: Group[] = [
   { id: "10", what: "permission notice", own: 1, run: benchPermissionNotice },
   { id: "11", what: "task board: claim and list", own: 1, run: benchTasks },
   { id: "12", what: "inboxes with 10,000 old messages", own: 1, run: benchInbox },
+  // The leader's and the project's `opencode serve` (booting), the bench.
+  { id: "13", what: "cold start: spawn to the first model request", own: 3, run: benchCold },
 ];
 
 function say(text: string): void {

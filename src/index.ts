@@ -1,4 +1,5 @@
 import type { Plugin } from "@opencode-ai/plugin";
+import { prewarmIfAgentsRun } from "./operations/server/prewarm.ts";
 import { releaseProjectServer } from "./operations/server/server-control.ts";
 import { createContext, createIdentityHook, createTools, startBackground } from "./plugin.ts";
 
@@ -6,6 +7,8 @@ import { createContext, createIdentityHook, createTools, startBackground } from 
 export const OpencodeTeamsPlugin: Plugin = async (input, options) => {
   const ctx = createContext(input, options);
   const liveness = startBackground(ctx);
+  // A leader coming back to a team with running agents will likely spawn or resume soon.
+  void prewarmIfAgentsRun(ctx);
   return {
     tool: createTools(ctx),
     "experimental.chat.system.transform": createIdentityHook(ctx, input),

@@ -66,6 +66,11 @@ export const TeamsOptionsSchema = z.object({
    * with a worktree takes it instead of waiting for a checkout (specs/worktrees.md).
    */
   spareWorktrees: z.boolean().default(true),
+  /**
+   * Start the project's `opencode serve` in the background as soon as it is likely needed (create-team; the plugin
+   * loading in a project whose teams have running agents), so the first spawn-agent does not wait for its boot.
+   */
+  prewarmServer: z.boolean().default(true),
   /** Turn the background monitor and sweep off (the CLI and tests that drive them by hand). */
   background: z.boolean().default(true),
 });

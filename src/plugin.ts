@@ -7,6 +7,7 @@ import { GitCli } from "./edges/git.ts";
 import type { OpencodeApi } from "./edges/opencode-api.ts";
 import { SdkOpencodeApi } from "./edges/opencode-client.ts";
 import { hostProcesses } from "./edges/process-info.ts";
+import { AUTH_SOURCE_ENV } from "./edges/server-auth.ts";
 import { outsideServerEnv } from "./edges/server-env.ts";
 import { ServerManager } from "./edges/server-manager.ts";
 import { TmuxCli } from "./edges/tmux.ts";
@@ -15,7 +16,7 @@ import { type LivenessHandle, startLiveness } from "./operations/liveness/backgr
 import { identitySystemTransform } from "./operations/team/identity-prompt.ts";
 import { parseOptions, type TeamsOptions } from "./options.ts";
 import { resolveProjectRoot } from "./project-root.ts";
-import { resolveStorageRoot, StoragePaths } from "./state/paths.ts";
+import { PROJECT_ROOT_ENV, resolveStorageRoot, StoragePaths } from "./state/paths.ts";
 import { TeamStore } from "./state/team-store.ts";
 import { agentDiffTool } from "./tools/agent-diff.ts";
 import { agentHistoryTool } from "./tools/agent-history.ts";
@@ -42,6 +43,11 @@ function serverLogger(input: PluginInput): Logger {
       .then(() => input.client.app.log({ body: { service: "opencode-teams", level, message, extra } }))
       .catch(() => {});
   };
+}
+
+/** This process is the `opencode serve` ServerManager started for the project (it carries the project's markers). */
+function isProjectServer(projectRoot: string): boolean {
+  return process.env[AUTH_SOURCE_ENV] !== undefined && process.env[PROJECT_ROOT_ENV] === projectRoot;
 }
 
 /** A context for one project; the plugin and the CLI differ only in their logger and their own server. */
@@ -78,6 +84,7 @@ export function buildContext(input: {
     edges: {
       projectServer: async () => (await servers.current())?.api,
       ensureProjectServer: () => servers.ensureRunning(),
+      insideProjectServer: isProjectServer(input.projectRoot),
       serverControl: servers,
       opencodeBinary: () => servers.opencodeBinary(),
       localServer: input.localServer,

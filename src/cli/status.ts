@@ -13,6 +13,7 @@ import {
   renderWarnings,
   STATUS_STYLE,
 } from "./format.ts";
+import { terminalLine } from "./terminal-text.ts";
 
 export interface StatusRow {
   team: string;
@@ -30,6 +31,8 @@ export interface StatusRow {
   unread: number;
   /** What the agent waits on, e.g. `permission: bash (git push)`; null when nothing. */
   waiting: string | null;
+  /** Why its model cannot work, e.g. `auth: APIError (HTTP 401): ...`; null when it works. */
+  failing: string | null;
 }
 
 function waitingText(state: Parameters<typeof waitingView>[0]): string | null {
@@ -87,6 +90,7 @@ export async function collectStatus(
         paneId: ENDED.has(state.status) ? null : (state.paneId ?? null),
         tasks: held(state.agentId),
         waiting: waitingText(state),
+        failing: state.failing ? `${state.failing.kind}: ${state.failing.error}` : null,
         unread: await unreadOf(state.agentId),
       });
     }
@@ -109,6 +113,7 @@ export async function collectStatus(
         paneId: agent.paneId,
         tasks: held(agent.agentId),
         waiting: null,
+        failing: null,
         unread: await unreadOf(agent.agentId),
       });
     }
@@ -151,7 +156,12 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     paint,
     `opencode-teams status ${report.teams.length === 1 ? `${report.teams[0]} ` : ""}--json`,
   );
-  return [table, ...renderWarnings(report.warnings, paint)].join("\n");
+  const failing = report.agents.flatMap((row) =>
+    row.failing
+      ? [paint(terminalLine(`${row.name} (${row.agentId}): model failing, ${row.failing}`, 300), "magenta")]
+      : [],
+  );
+  return [table, ...failing, ...renderWarnings(report.warnings, paint)].join("\n");
 }
 
 /** The header line of one `watch` frame. */

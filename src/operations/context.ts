@@ -28,6 +28,8 @@ export interface TeamsEdges {
   serverControl?: Pick<ServerManager, "report" | "stop" | "startedByThisProcess" | "forgetHealthy">;
   /** The `opencode` binary the agents' panes run (`opencode attach`): the one the project server runs. Default "opencode". */
   opencodeBinary?(): string;
+  /** This process is the project server itself (started by ServerManager): there is nothing to prewarm. */
+  insideProjectServer?: boolean;
   /** The OpenCode server of this process (the one that loaded the plugin); hosts the leader's session when the leader runs here. */
   localServer: OpencodeApi;
   tmux: TmuxApi;

@@ -101,6 +101,30 @@ export const AgentWorktreeSchema = z.object({
 });
 export type AgentWorktree = z.infer<typeof AgentWorktreeSchema>;
 
+/** What kind of provider refusal ended an agent's turn (specs/heartbeat.md "A model that fails"). */
+export const FailureKindSchema = z.enum([
+  "auth",
+  "quota",
+  "model",
+  "context_overflow",
+  "output_length",
+  "content_filter",
+  "api",
+  "other",
+]);
+export type FailureKind = z.infer<typeof FailureKindSchema>;
+
+/** The agent's model ended a turn in an error and no turn has succeeded since. */
+export const ModelFailureSchema = z.object({
+  kind: FailureKindSchema,
+  /** The error as the server put it, bounded and stripped of control characters. */
+  error: z.string(),
+  since: isoDate,
+  /** Kinds the leader was told of during this failure (once per kind, until a turn succeeds). */
+  notified: z.array(FailureKindSchema).default([]),
+});
+export type ModelFailure = z.infer<typeof ModelFailureSchema>;
+
 export const AgentStateSchema = z.object({
   version,
   agentId: z.string(),
@@ -125,6 +149,8 @@ export const AgentStateSchema = z.object({
   lastError: z.string().optional(),
   /** When lastError happened: an error older than the last sign of life no longer makes the agent unhealthy. */
   lastErrorAt: isoDate.optional(),
+  /** Set while the model fails (an error ended the last turn); cleared by a turn that succeeds. */
+  failing: ModelFailureSchema.nullable().optional(),
   sessionRotationCount: z.number().int().min(0),
   /** Last time the OpenCode server showed any activity for the session (caps how long "busy" is believed). */
   lastEventAt: isoDate.optional(),
@@ -227,6 +253,8 @@ export const InboxMessageTypeSchema = z.enum([
   "agent_completed",
   "agent_failed",
   "agent_timeout",
+  /** The agent's model refused a turn (a bad key, a quota, an unknown model, ...): it cannot work until changed. */
+  "agent_failing",
   "shutdown_request",
   "notice",
   /** Sent by a member (or a human) with send-message; every other type is a notice from the plugin. */

@@ -1,5 +1,6 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
+import { prewarmProjectServer } from "../operations/server/prewarm.ts";
 import { createTeam } from "../operations/team/team.ts";
 import createTeamDescription from "./create-team.txt";
 import { toolDescription } from "./description.ts";
@@ -23,7 +24,12 @@ export function createTeamTool(ctx: TeamsContext) {
       runTool(
         "create-team",
         ctx.log,
-        () => createTeam(ctx, args, context.sessionID),
+        async () => {
+          const created = await createTeam(ctx, args, context.sessionID);
+          // A leader creates a team to spawn into it: the project server boots meanwhile.
+          if (created.success) prewarmProjectServer(ctx, "create-team");
+          return created;
+        },
         (result) => `Team ${result.teamName} created; you lead it`,
       ),
   });

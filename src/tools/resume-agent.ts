@@ -23,6 +23,13 @@ export function resumeAgentTool(ctx: TeamsContext) {
         .describe(
           "What to tell it on resuming; by default it is told it was interrupted and should continue",
         ),
+      model: z
+        .string()
+        .optional()
+        .describe(
+          'Continue on this model: "provider/model", or a model id together with providerId. Defaults to the model it had.',
+        ),
+      providerId: z.string().optional().describe('Provider ID override (e.g., "anthropic")'),
     },
     execute: (args, context) =>
       runTool(

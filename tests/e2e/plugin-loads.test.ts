@@ -36,7 +36,9 @@ async function pluginToolNames(tmuxSocket: string): Promise<string[]> {
 
 describe("plugin loads in a real opencode serve", () => {
   const socket = tmux.tmuxSocketName();
-  const fx = useOpencode({ pluginOptions: { tmuxSocket: socket } });
+  // No project server in the background after create-team: nothing here spawns, and the SIGKILL below would leave it
+  // running with nobody to stop it.
+  const fx = useOpencode({ pluginOptions: { tmuxSocket: socket, prewarmServer: false } });
   afterAll(() => tmux.killServer(socket));
 
   test("server started hermetically and quickly", () => {

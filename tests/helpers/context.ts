@@ -60,7 +60,8 @@ export async function makeTestContext(options: Partial<TeamsOptions> = {}): Prom
     projectRoot,
     store,
     clock: new ManualClock(),
-    options: parseOptions({ background: false, ...options }),
+    // No server boot in the background unless a test asks for one: it would race the test's own server calls.
+    options: parseOptions({ background: false, prewarmServer: false, ...options }),
     log: (level, message) => logs.push({ level, message }),
     logs,
     server,

@@ -47,6 +47,7 @@ const SEED_KEYS = [
   "cwd",
   "consecutiveMisses",
   "lastError",
+  "failing",
   "waitingFor",
   "sessionRotationCount",
   "createdAt",

@@ -148,7 +148,13 @@ describe("list-agents", () => {
     const errorAt = new Date(ctx.clock.now()).toISOString();
     await ctx.store.updateAgent("alpha", agent.agentId, (a) =>
       a
-        ? { ...a, lastError: "ContextOverflowError: too long", lastErrorAt: errorAt, heartbeatTs: errorAt }
+        ? {
+            ...a,
+            lastError: "ContextOverflowError: too long",
+            lastErrorAt: errorAt,
+            heartbeatTs: errorAt,
+            failing: { kind: "context_overflow", error: "too long", since: errorAt, notified: [] },
+          }
         : undefined,
     );
     expect(await health()).toBe("error");

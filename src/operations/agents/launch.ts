@@ -1,11 +1,11 @@
 import { v4 as uuidv4 } from "uuid";
 import { isoNow } from "../../clock.ts";
-import { type ProjectServer, ServerStartError } from "../../edges/server-manager.ts";
+import type { ProjectServer } from "../../edges/server-manager.ts";
 import type { AgentState, AgentWorktree, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { outcomeStatus } from "../history/history.ts";
 import { agentEnded, agentSpawned } from "../history/run-history.ts";
-import { CallerError, errorText, type Failure, fail, type OpResult } from "../result.ts";
+import { CallerError, errorText, fail, type OpResult } from "../result.ts";
 import { recountActiveSessions } from "../server/server-sessions.ts";
 import { agentSessionTitle } from "../team/identity-prompt.ts";
 import { placeAgent, type WorktreeRequest } from "../worktrees/worktrees.ts";
@@ -450,18 +450,4 @@ async function recordLaunch(
     }
     return next;
   });
-}
-
-/** The project's server, started when needed; a failure in the words of specs/spawn-agent.md. */
-export async function projectServerOrFail(ctx: TeamsContext): Promise<ProjectServer | Failure> {
-  try {
-    if (!ctx.edges.ensureProjectServer) throw new Error("this process cannot start a project server");
-    return await ctx.edges.ensureProjectServer();
-  } catch (error) {
-    return fail(
-      error instanceof ServerStartError
-        ? error.message
-        : `Failed to start OpenCode server: ${errorText(error)}`,
-    );
-  }
 }

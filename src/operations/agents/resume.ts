@@ -11,13 +11,14 @@ import {
   messagesToHandOver,
 } from "../messages/inbox.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
+import { projectServerOrFail } from "../server/prewarm.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
 import { worktreeCwd } from "../worktrees/worktrees.ts";
 import { resolveCwd } from "./agent-input.ts";
 import { agentLabel } from "./agent-words.ts";
-import { finishAgent, readAgentOrFail } from "./finish.ts";
-import { launchAgent, projectServerOrFail, type SpawnAgentOutput } from "./launch.ts";
-import { recordedModel } from "./model.ts";
+import { type FinishHow, finishAgent, readAgentOrFail } from "./finish.ts";
+import { launchAgent, type SpawnAgentOutput } from "./launch.ts";
+import { type ResolvedModel, recordedModel, resolveModel } from "./model.ts";
 import { claimBy, claimHolds, withoutClaim } from "./resume-claim.ts";
 import { type SpawnProgress, StepClock } from "./step-clock.ts";
 
@@ -27,6 +28,9 @@ export interface ResumeAgentInput {
   teamName: string;
   agentId: string;
   prompt?: string;
+  /** Continue on this model ("provider/model", or with providerId) instead of the one the agent had. */
+  model?: string;
+  providerId?: string;
 }
 
 export type ResumeAgentOutput = SpawnAgentOutput & {
@@ -42,7 +46,9 @@ const RESUMABLE_OUTCOMES: ReadonlySet<string> = new Set(["interrupted", "failed"
 function defaultContinuation(agent: AgentState, agentId: string): string {
   return [
     `You are ${agent.name} of team ${agent.teamName}, resumed: your previous run was interrupted (${
-      agent.statusReason ?? "it stopped responding"
+      agent.failing
+        ? `its model failed: ${agent.failing.error}`
+        : (agent.statusReason ?? "it stopped responding")
     }).`,
     `Your agent id is now ${agentId} (it was ${agent.agentId}): use the new one in every tool call.`,
     "Continue the task you were given where you left off. Check the task board (list-tasks) first: a task you had in " +
@@ -54,11 +60,13 @@ function defaultContinuation(agent: AgentState, agentId: string): string {
 /** Why `agent`'s status and role forbid a resume, or undefined when they allow one. */
 function statusRefusal(agent: AgentState): string | undefined {
   if (agent.role === "leader") return "The team leader cannot be resumed";
+  // Its model refused a turn: it is still running, but cannot work until it continues on another model.
+  if (agent.failing && (agent.status === "idle" || agent.status === "active")) return undefined;
   if (agent.status === "terminated" && !RESUMABLE_OUTCOMES.has(agent.outcome ?? "")) {
     return `${agentLabel(agent)} ended as ${agent.outcome ?? "terminated"}; only an inactive, interrupted, failed or timed-out agent can be resumed. Spawn a new agent for new work.`;
   }
   if (agent.status !== "terminated" && agent.status !== "inactive") {
-    return `${agentLabel(agent)} is ${agent.status}, not interrupted; only an inactive, interrupted, failed or timed-out agent can be resumed`;
+    return `${agentLabel(agent)} is ${agent.status}, not interrupted; only an inactive, interrupted, failed or timed-out agent, or one whose model is failing, can be resumed`;
   }
   return undefined;
 }
@@ -158,6 +166,8 @@ export async function resumeAgent(
   }
   const team = await loadTeam(ctx, input.teamName);
   await requireLeader(ctx, team, callerSessionId, "Only the team leader can resume agents");
+  // Checked like spawn-agent's, before anything changes.
+  const model = input.model?.trim() || input.providerId?.trim() ? resolveModel(input, team) : undefined;
   const old = await readAgentOrFail(ctx, team, input.agentId);
   const refused = await refusal(ctx, old);
   if (refused) return fail(refused);
@@ -166,7 +176,7 @@ export async function resumeAgent(
     return fail("tmux is required for agent spawning");
 
   steps.progress("server", "Starting the OpenCode server");
-  const server = await projectServerOrFail(ctx);
+  const server = await projectServerOrFail(ctx, "resume-agent");
   if ("success" in server) return server;
 
   const successorId = uuidv4();
@@ -174,7 +184,7 @@ export async function resumeAgent(
   if (claimRefused) return fail(claimRefused);
   let launched: Awaited<ReturnType<typeof relaunch>>;
   try {
-    launched = await relaunch(ctx, { team, server, old, cwd, successorId, continuation }, steps);
+    launched = await relaunch(ctx, { team, server, old, cwd, successorId, continuation, model }, steps);
   } catch (error) {
     await releaseClaim(ctx, old, successorId);
     throw error;
@@ -200,12 +210,31 @@ interface Relaunch {
   cwd: string;
   successorId: string;
   continuation: string | undefined;
+  /** The model asked for; by default the one the agent had. */
+  model: ResolvedModel | undefined;
+}
+
+/** How the run that is resumed ends: interrupted, or failed when its model kept it from working. */
+function endOfRun(old: AgentState, model: ResolvedModel | undefined): FinishHow {
+  if (!old.failing || old.status === "inactive") {
+    return {
+      reason: old.statusReason ?? "inactive; resumed",
+      outcome: "interrupted",
+      history: "interrupted",
+    };
+  }
+  const on = model ? ` on ${model.model}` : "";
+  return {
+    reason: `its model failed (${old.failing.error}); resumed${on}`,
+    outcome: "failed",
+    history: "failed",
+  };
 }
 
 /** End what is left of the old run, then launch its successor (on the old session when the server still has it). */
 async function relaunch(
   ctx: TeamsContext,
-  { team, server, old, cwd, successorId, continuation }: Relaunch,
+  { team, server, old, cwd, successorId, continuation, model }: Relaunch,
   steps: StepClock,
 ): Promise<OpResult<SpawnAgentOutput & { sessionReused: boolean }>> {
   const warnings: string[] = [];
@@ -213,12 +242,7 @@ async function relaunch(
     // Inactive: its run was already recorded as interrupted. End the record (its dead pane closed, color freed) so
     // that exactly one live record owns the session.
     steps.progress("finish", `Closing what is left of ${old.name}'s previous run`);
-    const finished = await finishAgent(ctx, old, {
-      reason: old.statusReason ?? "inactive; resumed",
-      outcome: "interrupted",
-      history: "interrupted",
-      resumingAs: successorId,
-    });
+    const finished = await finishAgent(ctx, old, { ...endOfRun(old, model), resumingAs: successorId });
     warnings.push(...finished.warnings);
   }
 
@@ -236,7 +260,7 @@ async function relaunch(
       server,
       role: old.role === "reviewer" ? "reviewer" : "worker",
       name: old.name,
-      model: recordedModel(old),
+      model: model ?? recordedModel(old),
       cwd,
       ...(old.worktree ? { worktree: { reenter: old.worktree } } : {}),
       headless: old.headless,

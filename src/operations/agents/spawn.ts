@@ -1,11 +1,12 @@
 import { assertTeamName } from "../../state/paths.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
+import { projectServerOrFail } from "../server/prewarm.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
 import { refillSpare } from "../worktrees/spare.ts";
 import { planWorktree } from "../worktrees/worktrees.ts";
 import { agentName, planName, resolveCwd } from "./agent-input.ts";
-import { launchAgent, projectServerOrFail, type SpawnAgentOutput } from "./launch.ts";
+import { launchAgent, type SpawnAgentOutput } from "./launch.ts";
 import { resolveModel } from "./model.ts";
 import { type SpawnProgress, StepClock } from "./step-clock.ts";
 
@@ -54,7 +55,7 @@ export async function spawnAgent(
   if (!headless && !(await ctx.edges.tmux.available())) return fail("tmux is required for agent spawning");
 
   steps.progress("server", "Starting the OpenCode server");
-  const server = await projectServerOrFail(ctx);
+  const server = await projectServerOrFail(ctx, "spawn-agent");
   if ("success" in server) return server;
   const launched = await launchAgent(
     ctx,

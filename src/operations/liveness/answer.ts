@@ -10,9 +10,12 @@ import { permissionAsked, questionAsked } from "./signals.ts";
 import {
   NO_SERVER,
   type PermissionResponse,
+  rejectedNotice,
   requestLine,
   sendAnswer,
+  tellLeaderWaiting,
   type WaitingRequest,
+  waitingNotice,
 } from "./waiting.ts";
 
 // An answer goes only to the request its caller was shown: named by id, checked against the server's own pending list
@@ -193,4 +196,29 @@ export async function answerPermissionAsHuman(
   } catch (error) {
     return failureFromError(error, "answering the agent's request");
   }
+}
+
+/**
+ * Tell the leader once per request (the caller saw it first, under the agent's lock), or reject it when headless
+ * agents' requests are rejected: only while the agent runs, else the leader is asked instead.
+ */
+export async function announceWaiting(
+  ctx: TeamsContext,
+  teamName: string,
+  agent: AgentState,
+  request: WaitingRequest,
+): Promise<void> {
+  if (agent.headless && ctx.options.headlessPermissions === "reject") {
+    try {
+      if (!(await rejectWhileRunning(ctx, agent, request))) return;
+      await tellLeaderWaiting(ctx, teamName, agent, rejectedNotice(agent, request));
+      return;
+    } catch (error) {
+      ctx.log("warn", "could not reject a headless agent's request; the leader is asked instead", {
+        agent: agent.agentId,
+        error: errorText(error),
+      });
+    }
+  }
+  await tellLeaderWaiting(ctx, teamName, agent, waitingNotice(agent, request));
 }

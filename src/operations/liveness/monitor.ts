@@ -1,20 +1,20 @@
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
-import type { AgentState, AgentStatus, HeartbeatRecord, HeartbeatSource } from "../../state/schemas.ts";
+import type {
+  AgentState,
+  AgentStatus,
+  HeartbeatRecord,
+  HeartbeatSource,
+  ModelFailure,
+} from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import { SessionIndex, type SessionOwner } from "../team/identity.ts";
-import { rejectWhileRunning } from "./answer.ts";
+import { announceWaiting } from "./answer.ts";
 import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
-import {
-  classifyEvent,
-  describeError,
-  isContextOverflow,
-  permissionAsked,
-  questionAsked,
-  type Signal,
-} from "./signals.ts";
-import { rejectedNotice, tellLeaderWaiting, type WaitingRequest, waitingNotice } from "./waiting.ts";
+import { clearedBySuccess, recordError, tellLeaderFailing } from "./model-failure.ts";
+import { classifyEvent, permissionAsked, questionAsked, type Signal } from "./signals.ts";
+import type { WaitingRequest } from "./waiting.ts";
 
 export interface MonitorStats {
   /** Events received (hook and stream). */
@@ -36,6 +36,10 @@ interface ApplyOutcome {
   death?: Omit<InactiveAgent, "tasks">;
   /** A request seen for the first time: the leader is to hear of it. */
   asked?: { agent: AgentState; request: WaitingRequest };
+  /** The agent had ended and resume-agent continues it as this agent: the event is its successor's. */
+  successor?: string;
+  /** A kind of model failure seen for the first time: the leader is to hear of it. */
+  failed?: { agent: AgentState; failure: ModelFailure };
 }
 
 /** The agent as an applied signal left it (tracked whether or not it was written), and what follows from it. */
@@ -48,6 +52,10 @@ interface Tracked {
   status: AgentStatus;
   misses: number;
   lastWriteAt: number;
+  /** Its model was failing when last read: a turn that succeeds must be written at once to clear it. */
+  failing: boolean;
+  /** It ended and resume-agent continues it as this agent: its session's events are the successor's. */
+  successor?: string;
 }
 
 /**
@@ -238,13 +246,14 @@ export class EventMonitor {
     for (const owner of owners) await this.processFor(owner, signal);
   }
 
-  private async processFor(owner: SessionOwner, signal: Signal): Promise<void> {
+  private async processFor(owner: SessionOwner, signal: Signal, retried = false): Promise<void> {
     let hit = owner;
     let key = `${hit.teamName}/${hit.agentId}`;
     let known = this.tracked.get(key);
     if (known && !isRunning(known.status)) {
       // resume-agent hands an ended agent's session to a new record: the session may have a live owner by now.
-      const next = (await this.index.relookup(signal.sessionId)).find((o) => o.teamName === owner.teamName);
+      const owners = await this.index.relookup(signal.sessionId, known.successor !== undefined);
+      const next = owners.find((o) => o.teamName === owner.teamName);
       if (!next || next.agentId === hit.agentId) return;
       hit = next;
       key = `${hit.teamName}/${hit.agentId}`;
@@ -256,6 +265,7 @@ export class EventMonitor {
       signal.kind === "deleted" ||
       signal.kind === "waiting" ||
       signal.kind === "answered" ||
+      (signal.kind === "activity" && signal.succeeded === true && known?.failing) ||
       !known ||
       known.misses > 0 ||
       (this.desiredStatus(signal, known.status) ?? known.status) !== known.status;
@@ -264,6 +274,14 @@ export class EventMonitor {
       return;
     }
     const outcome = await this.apply(hit.teamName, hit.agentId, key, signal);
+    if (outcome?.successor && !retried) {
+      // Ended since we last looked, and resumed: its successor owns the session now, whatever the index still says.
+      const next = (await this.index.relookup(signal.sessionId, true)).find(
+        (o) => o.teamName === hit.teamName && o.agentId === outcome.successor,
+      );
+      if (next) await this.processFor(next, signal, true);
+      return;
+    }
     if (outcome?.death) {
       // Written without a flush under the lock (see applyDeleted), flushed before anything acts on it. A failed flush
       // does not undo the death, which is real and already visible: its tasks go back to the team all the same.
@@ -275,24 +293,10 @@ export class EventMonitor {
       });
       await this.handOver(hit.teamName, outcome.death);
     }
-    if (outcome?.asked) await this.announce(hit.teamName, outcome.asked.agent, outcome.asked.request);
-  }
-
-  /** Tell the leader once per request (the caller saw it first, under the agent's lock), or reject it when told to. */
-  private async announce(teamName: string, agent: AgentState, request: WaitingRequest): Promise<void> {
-    if (agent.headless && this.ctx.options.headlessPermissions === "reject") {
-      try {
-        if (!(await rejectWhileRunning(this.ctx, agent, request))) return;
-        await tellLeaderWaiting(this.ctx, teamName, agent, rejectedNotice(agent, request));
-        return;
-      } catch (error) {
-        this.ctx.log("warn", "could not reject a headless agent's request; the leader is asked instead", {
-          agent: agent.agentId,
-          error: error instanceof Error ? error.message : String(error),
-        });
-      }
-    }
-    await tellLeaderWaiting(this.ctx, teamName, agent, waitingNotice(agent, request));
+    if (outcome?.asked)
+      await announceWaiting(this.ctx, hit.teamName, outcome.asked.agent, outcome.asked.request);
+    if (outcome?.failed)
+      await tellLeaderFailing(this.ctx, hit.teamName, outcome.failed.agent, outcome.failed.failure);
   }
 
   /** What a waiting/answered/idle signal makes of `waitingFor`; undefined when it stays as it is. */
@@ -335,7 +339,7 @@ export class EventMonitor {
       // Events never revive an agent that was declared dead or terminated.
       if (!isRunning(agent.status)) {
         this.track(key, agent, now);
-        return undefined;
+        return agent.resumedBy ? { successor: agent.resumedBy } : undefined;
       }
       this.stats.writes++;
       const applied =
@@ -348,7 +352,13 @@ export class EventMonitor {
   }
 
   private track(key: string, state: AgentState, now: number): void {
-    this.tracked.set(key, { status: state.status, misses: state.consecutiveMisses, lastWriteAt: now });
+    this.tracked.set(key, {
+      status: state.status,
+      misses: state.consecutiveMisses,
+      lastWriteAt: now,
+      failing: Boolean(state.failing),
+      ...(state.resumedBy ? { successor: state.resumedBy } : {}),
+    });
   }
 
   /** A deleted session is a death, except the leader's (the user's own session) and one a kill in progress deleted. */
@@ -392,7 +402,13 @@ export class EventMonitor {
     const announce =
       signal.kind === "waiting" && waitingFor && agent.announcedRequestId !== signal.request.requestId;
     if (announce) next = { ...next, announcedRequestId: signal.request.requestId };
-    if (signal.kind === "error") next = this.withError(agent, next, signal, now);
+    next = clearedBySuccess(agent, next, signal);
+    let told: ModelFailure | undefined;
+    if (signal.kind === "error") {
+      // The same error can arrive twice (plugin loaded twice, or hook and stream in two processes).
+      const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
+      ({ next, told } = recordError(agent, next, signal, now, window));
+    }
     if (next !== agent) {
       next = {
         ...next,
@@ -403,31 +419,11 @@ export class EventMonitor {
       // Liveness only (status, waiting request, error): see TeamStore.writeAgent.
       await store.writeAgent(next, { durable: false, blocking: true });
     }
-    return announce ? { next, outcome: { asked: { agent: next, request: signal.request } } } : { next };
-  }
-
-  /** `next` with the error recorded, unless `agent` has the same error from within the duplicate window. */
-  private withError(
-    agent: AgentState,
-    next: AgentState,
-    signal: Extract<Signal, { kind: "error" }>,
-    now: number,
-  ): AgentState {
-    const description = describeError(signal.name, signal.message);
-    const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
-    // The same error can arrive twice (plugin loaded twice, or hook and stream in two processes).
-    const duplicate =
-      agent.lastError === description &&
-      agent.lastErrorAt !== undefined &&
-      now - Date.parse(agent.lastErrorAt) < window;
-    if (duplicate) return next;
-    return {
-      ...next,
-      lastError: description,
-      lastErrorAt: new Date(now).toISOString(),
-      sessionRotationCount:
-        next.sessionRotationCount + (isContextOverflow(signal.name, signal.message) ? 1 : 0),
+    const outcome: ApplyOutcome = {
+      ...(announce ? { asked: { agent: next, request: signal.request } } : {}),
+      ...(told ? { failed: { agent: next, failure: told } } : {}),
     };
+    return { next, outcome };
   }
 
   private async handOver(teamName: string, death: Omit<InactiveAgent, "tasks">): Promise<void> {

@@ -10,8 +10,10 @@ export type Signal =
   | { kind: "busy"; sessionId: string; source: HeartbeatSource; resync?: boolean }
   | { kind: "idle"; sessionId: string; source: HeartbeatSource; resync?: boolean }
   /** `running`: a tool part that is pending or running, so a turn is certainly under way. */
-  | { kind: "activity"; sessionId: string; source: HeartbeatSource; running: boolean }
-  | { kind: "error"; sessionId: string; name: string; message: string | undefined }
+  /** `succeeded`: an assistant message completed without an error, so the model works (model-failure.ts). */
+  | { kind: "activity"; sessionId: string; source: HeartbeatSource; running: boolean; succeeded?: boolean }
+  /** `statusCode`: the provider's HTTP status, when the error is an APIError that has one. */
+  | { kind: "error"; sessionId: string; name: string; message: string | undefined; statusCode?: number }
   | { kind: "deleted"; sessionId: string }
   /** The session asks for a permission or asked a question, and waits for the answer. */
   | { kind: "waiting"; sessionId: string; request: WaitingRequest }
@@ -151,11 +153,14 @@ function sessionSignal(type: string, props: Json): Signal | undefined {
       const sessionId = text(props.sessionID);
       if (!sessionId) return undefined;
       const error = record(props.error);
+      const data = record(error?.data);
+      const statusCode = typeof data?.statusCode === "number" ? data.statusCode : undefined;
       return {
         kind: "error",
         sessionId,
         name: text(error?.name) ?? "UnknownError",
-        message: text(record(error?.data)?.message),
+        message: text(data?.message),
+        ...(statusCode !== undefined ? { statusCode } : {}),
       };
     }
     default:
@@ -165,8 +170,20 @@ function sessionSignal(type: string, props: Json): Signal | undefined {
 
 function messageSignal(type: string, props: Json): Signal | undefined {
   if (type === "message.updated") {
-    const sessionId = text(props.sessionID) ?? text(record(props.info)?.sessionID);
-    return sessionId ? { kind: "activity", sessionId, source: "sdk_message", running: false } : undefined;
+    const info = record(props.info);
+    const sessionId = text(props.sessionID) ?? text(info?.sessionID);
+    if (!sessionId) return undefined;
+    const succeeded =
+      info?.role === "assistant" &&
+      typeof record(info.time)?.completed === "number" &&
+      info.error === undefined;
+    return {
+      kind: "activity",
+      sessionId,
+      source: "sdk_message",
+      running: false,
+      ...(succeeded ? { succeeded } : {}),
+    };
   }
   const part = record(props.part);
   const sessionId = text(props.sessionID) ?? text(part?.sessionID);

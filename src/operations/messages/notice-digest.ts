@@ -21,6 +21,7 @@ const TYPE_WORDS: Record<string, string> = {
   agent_completed: "completed",
   agent_failed: "failed",
   agent_timeout: "timed out",
+  agent_failing: "failing",
 };
 
 /** "3 notices: 2 became inactive, 1 completed" - the line the leader reads first when notices come together. */

@@ -6,7 +6,9 @@ import { isRunning } from "../liveness/heartbeat.ts";
  * A running agent of the project (any team), or undefined when none runs. An agent whose state file is damaged may
  * run whatever its last known status says, unless that is terminated: stopping the server under it would end its work.
  */
-async function runningAgent(ctx: TeamsContext): Promise<{ agent: string; teamName: string } | undefined> {
+export async function runningAgent(
+  ctx: TeamsContext,
+): Promise<{ agent: string; teamName: string } | undefined> {
   for (const teamName of await ctx.store.listTeamNames()) {
     const { items } = await ctx.store.listAgentViews(teamName);
     const live = items.find((view) => view.state.role !== "leader" && isRunning(view.state.status));

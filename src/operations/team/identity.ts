@@ -169,9 +169,12 @@ export class SessionIndex {
     return this.bySession.has(sessionId) ? this.entries(sessionId) : this.relookup(sessionId);
   }
 
-  /** Look again after a rebuild (at most once per `minRebuildMs`): a cached entry can name a record that ended. */
-  async relookup(sessionId: string): Promise<SessionOwner[]> {
-    if (this.ctx.clock.now() - this.builtAt >= this.minRebuildMs) await this.rebuild();
+  /**
+   * Look again after a rebuild (at most once per `minRebuildMs`, or now with `force`: the caller knows the cached entry
+   * names a record that ended and was resumed).
+   */
+  async relookup(sessionId: string, force = false): Promise<SessionOwner[]> {
+    if (force || this.ctx.clock.now() - this.builtAt >= this.minRebuildMs) await this.rebuild();
     return this.entries(sessionId);
   }
 

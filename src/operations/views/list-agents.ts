@@ -78,16 +78,16 @@ export type ListAgentsOutput = {
 
 /**
  * The health rule, in order (first match wins):
- * terminated -> unknown (nothing left to judge); inactive -> critical; an error newer than the last sign of life ->
- * error; heartbeat older than the stale threshold or a miss counted -> critical; older than half the threshold ->
+ * terminated -> unknown (nothing left to judge); inactive -> critical; its model failing (an error ended a turn and no
+ * turn has succeeded since, whatever signs of life followed) -> error; heartbeat older than the stale threshold or a miss counted -> critical; older than half the threshold ->
  * degraded; otherwise healthy.
  */
 export function healthOf(view: AgentView, now: number, staleThresholdMs: number): HealthStatus {
   const { state } = view;
   if (state.status === "terminated") return "unknown";
   if (state.status === "inactive") return "critical";
+  if (state.failing) return "error";
   const lastSign = Date.parse(view.heartbeatTs);
-  if (state.lastError && (!state.lastErrorAt || Date.parse(state.lastErrorAt) >= lastSign)) return "error";
   // A waiting agent cannot heartbeat; it is alive and needs an answer, not a rescue. A leader is a person's OpenCode:
   // it sends no heartbeats and is idle for as long as the person reads, and no sweep ever judges it, so a quiet leader
   // is healthy (see specs/list-agents.md).
@@ -175,7 +175,10 @@ async function toListing(ctx: TeamsContext, view: AgentView, lookup: UsageLookup
     state: {
       loaded_in_process: usage !== undefined,
       metrics_available: usage !== undefined,
-      error: error ?? null,
+      // The model's failure first: it is what keeps the agent from working.
+      error: state.failing
+        ? `model failing (${state.failing.kind}): ${state.failing.error}`
+        : (error ?? null),
     },
   };
 }

@@ -1,6 +1,6 @@
 import type { ServerState } from "../../edges/server-report.ts";
 import { assertAgentId } from "../../state/paths.ts";
-import type { AgentRole, AgentStatus, AgentWorktree } from "../../state/schemas.ts";
+import type { AgentRole, AgentStatus, AgentWorktree, ModelFailure } from "../../state/schemas.ts";
 import type { AgentView } from "../../state/team-store.ts";
 import { agentNotFound } from "../agents/agent-words.ts";
 import { listUnknownAgents, type UnknownAgent } from "../agents/unknown-agents.ts";
@@ -34,6 +34,8 @@ export interface AgentStatusResponse {
   cwd: string;
   consecutiveMisses: number;
   lastError?: string;
+  /** Its model failed a turn and none has succeeded since (specs/get-agent-status.md); null otherwise. */
+  failing: Omit<ModelFailure, "notified"> | null;
   /** The permission request or question the agent waits on (specs/get-agent-status.md). */
   waitingFor: WaitingView | null;
   sessionRotationCount: number;
@@ -62,6 +64,7 @@ export interface UnknownStatusResponse {
   cwd: string | null;
   consecutiveMisses: null;
   lastError: string;
+  failing: null;
   waitingFor: null;
   sessionRotationCount: null;
   createdAt: string | null;
@@ -123,6 +126,9 @@ export function toStatusResponse(
     cwd: state.cwd,
     consecutiveMisses: state.consecutiveMisses,
     ...(state.lastError ? { lastError: state.lastError } : {}),
+    failing: state.failing
+      ? { kind: state.failing.kind, error: state.failing.error, since: state.failing.since }
+      : null,
     waitingFor: waitingView(state),
     sessionRotationCount: state.sessionRotationCount,
     createdAt: state.createdAt,
@@ -161,6 +167,7 @@ export function unknownStatusResponse(agent: UnknownAgent, now: number): Unknown
     cwd: agent.cwd,
     consecutiveMisses: null,
     lastError: agent.warning,
+    failing: null,
     waitingFor: null,
     sessionRotationCount: null,
     createdAt: agent.createdAt,
