@@ -4,7 +4,7 @@ import { notifyLeader } from "../messages/notify.ts";
 import { describeError, isContextOverflow, type Signal } from "./signals.ts";
 
 // An error that ends a turn (`session.error`) leaves the agent idle and unable to work: it is recorded as `failing`
-// until a turn succeeds, and the leader is told once per agent and kind. monitor.ts applies what this decides.
+// until a turn succeeds, and the leader is told once per agent and kind. apply-signal.ts applies what this decides.
 
 type ErrorSignal = Extract<Signal, { kind: "error" }>;
 

@@ -1,20 +1,18 @@
+// The passive heartbeat's event dispatch: OpenCode events queued in arrival order, each signal routed to the agents
+// whose session it is (coalesced when nothing changes), applied under the agent's lock (apply-signal.ts), and what
+// follows (a death handed over, a request or a failing model told to the leader) done once the lock is free.
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
-import type {
-  AgentState,
-  AgentStatus,
-  HeartbeatRecord,
-  HeartbeatSource,
-  ModelFailure,
-} from "../../state/schemas.ts";
+import type { AgentState, AgentStatus } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import { SessionIndex, type SessionOwner } from "../team/identity.ts";
 import { announceWaiting } from "./answer.ts";
-import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
-import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
-import { clearedBySuccess, recordError, tellLeaderFailing } from "./model-failure.ts";
-import { classifyEvent, permissionAsked, questionAsked, type Signal } from "./signals.ts";
-import type { WaitingRequest } from "./waiting.ts";
+import { type ApplyOutcome, applyDeleted, applySignal, desiredStatus } from "./apply-signal.ts";
+import { isRunning } from "./heartbeat.ts";
+import { handOverInactive, type InactiveAgent } from "./inactive.ts";
+import { tellLeaderFailing } from "./model-failure.ts";
+import { resyncAgents } from "./resync.ts";
+import { classifyEvent, type Signal } from "./signals.ts";
 
 export interface MonitorStats {
   /** Events received (hook and stream). */
@@ -30,22 +28,6 @@ export interface MonitorStats {
   /** Status re-reads after a (re)connect. */
   resyncs: number;
   failures: number;
-}
-
-interface ApplyOutcome {
-  death?: Omit<InactiveAgent, "tasks">;
-  /** A request seen for the first time: the leader is to hear of it. */
-  asked?: { agent: AgentState; request: WaitingRequest };
-  /** The agent had ended and resume-agent continues it as this agent: the event is its successor's. */
-  successor?: string;
-  /** A kind of model failure seen for the first time: the leader is to hear of it. */
-  failed?: { agent: AgentState; failure: ModelFailure };
-}
-
-/** The agent as an applied signal left it (tracked whether or not it was written), and what follows from it. */
-interface Applied {
-  next: AgentState;
-  outcome?: ApplyOutcome;
 }
 
 interface Tracked {
@@ -142,96 +124,16 @@ export class EventMonitor {
     return connected;
   }
 
-  /**
-   * Make state agree with `GET /session/status` after a gap in the stream, asking for every directory that has live
-   * agents: the server lists a session's status only under the directory it was created in (the agent's `cwd`). A
-   * directory that did not answer is left out; the others are still applied.
-   */
+  /** Make state agree with the server after a gap in the stream (see resync.ts). */
   async resync(server: OpencodeApi): Promise<void> {
     this.index.invalidate();
-    const live: AgentState[] = [];
-    for (const teamName of await this.ctx.store.listTeamNames()) {
-      const { items } = await this.ctx.store.listAgentViews(teamName);
-      for (const { state } of items) if (state.role !== "leader" && isLive(state.status)) live.push(state);
-    }
-    const { statuses, failed } = await server.sessionStatuses([...new Set(live.map((state) => state.cwd))]);
-    this.stats.resyncs++;
-    for (const [directory, error] of Object.entries(failed)) {
-      this.ctx.log("warn", "resync: the project's OpenCode server did not answer for a directory", {
-        directory,
-        error,
-      });
-    }
-    for (const state of live) {
-      // Unknown is not idle: the agents of a directory that did not answer keep the state they have.
-      if (failed[state.cwd] !== undefined) continue;
-      const activity = statuses[state.sessionId];
-      if (activity === "busy" || activity === "retry") {
-        await this.process({
-          kind: "busy",
-          sessionId: state.sessionId,
-          source: "sdk_session_status",
-          resync: true,
-        });
-      } else {
-        this.serverActivity.set(state.sessionId, "idle");
-        // Missing from the map means idle (or gone, which the sweep finds out); it is no sign of life.
-        if (state.status === "active") {
-          await this.process({
-            kind: "idle",
-            sessionId: state.sessionId,
-            source: "sdk_session_status",
-            resync: true,
-          });
-        }
-      }
-    }
-    await this.reconcileWaiting(server, live);
-  }
-
-  /** Requests asked or answered during a gap in the stream: the server's pending lists say which are open now. */
-  private async reconcileWaiting(server: OpencodeApi, live: readonly AgentState[]): Promise<void> {
-    const pending = await server
-      .pendingRequests([...new Set(live.map((state) => state.cwd))])
-      .catch(() => undefined);
-    // A server without these lists (or one that did not answer) leaves waitingFor to the events and to idle.
-    if (!pending) return;
-    const open = new Map<string, Signal>();
-    for (const item of pending) {
-      const signal =
-        item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
-      if (signal) open.set(signal.sessionId, signal);
-    }
-    for (const state of live) {
-      const signal = open.get(state.sessionId);
-      if (signal) await this.process(signal);
-      else if (state.waitingFor)
-        await this.process({
-          kind: "answered",
-          sessionId: state.sessionId,
-          requestId: state.waitingFor.requestId,
-        });
-    }
-  }
-
-  /** The status `signal` moves an agent to, if any. A kill in progress owns the status of a shutting_down agent. */
-  private desiredStatus(signal: Signal, current: AgentStatus): AgentStatus | undefined {
-    if (current === "shutting_down") return undefined;
-    switch (signal.kind) {
-      case "busy":
-        return "active";
-      case "idle":
-        return signal.resync && current !== "active" ? undefined : "idle";
-      case "waiting":
-        // A request is asked from inside a turn: the agent is at work, only paused.
-        return "active";
-      case "activity":
-        if (signal.running) return "active";
-        // Late updates after a turn ended (summaries, titles) must not flip an idle agent back to active.
-        return this.serverActivity.get(signal.sessionId) === "idle" ? undefined : "active";
-      default:
-        return undefined;
-    }
+    await resyncAgents(this.ctx, server, {
+      process: (signal) => this.process(signal),
+      serverActivity: this.serverActivity,
+      counted: () => {
+        this.stats.resyncs++;
+      },
+    });
   }
 
   private async process(signal: Signal): Promise<void> {
@@ -268,7 +170,7 @@ export class EventMonitor {
       (signal.kind === "activity" && signal.succeeded === true && known?.failing) ||
       !known ||
       known.misses > 0 ||
-      (this.desiredStatus(signal, known.status) ?? known.status) !== known.status;
+      (desiredStatus(signal, known.status, this.serverActivity) ?? known.status) !== known.status;
     if (!urgent && known && this.ctx.clock.now() - known.lastWriteAt < this.ctx.options.eventCoalesceMs) {
       this.stats.coalesced++;
       return;
@@ -299,28 +201,6 @@ export class EventMonitor {
       await tellLeaderFailing(this.ctx, hit.teamName, outcome.failed.agent, outcome.failed.failure);
   }
 
-  /** What a waiting/answered/idle signal makes of `waitingFor`; undefined when it stays as it is. */
-  private nextWaiting(
-    agent: AgentState,
-    signal: Signal,
-    nowIso: string,
-  ): AgentState["waitingFor"] | undefined {
-    const current = agent.waitingFor ?? null;
-    switch (signal.kind) {
-      case "waiting":
-        // The leader's own session is the user's: the user sees its requests.
-        if (agent.role === "leader" || current?.requestId === signal.request.requestId) return undefined;
-        return { ...signal.request, since: nowIso };
-      case "answered":
-        return current?.requestId === signal.requestId ? null : undefined;
-      case "idle":
-        // An idle session waits on nothing, whatever reply event the stream lost.
-        return current ? null : undefined;
-      default:
-        return undefined;
-    }
-  }
-
   private async apply(
     teamName: string,
     agentId: string,
@@ -344,8 +224,14 @@ export class EventMonitor {
       this.stats.writes++;
       const applied =
         signal.kind === "deleted"
-          ? await this.applyDeleted(agent, now)
-          : await this.applySignal({ teamName, agentId, agent, slot: slot.record }, signal, now);
+          ? await applyDeleted(this.ctx, agent, now)
+          : await applySignal(
+              this.ctx,
+              { teamName, agentId, agent, slot: slot.record },
+              signal,
+              now,
+              this.serverActivity,
+            );
       this.track(key, applied.next, now);
       return applied.outcome;
     });
@@ -359,71 +245,6 @@ export class EventMonitor {
       failing: Boolean(state.failing),
       ...(state.resumedBy ? { successor: state.resumedBy } : {}),
     });
-  }
-
-  /** A deleted session is a death, except the leader's (the user's own session) and one a kill in progress deleted. */
-  private async applyDeleted(agent: AgentState, now: number): Promise<Applied> {
-    if (agent.role === "leader" || agent.status === "shutting_down") return { next: agent };
-    const reason = `its OpenCode session ${agent.sessionId} was deleted`;
-    const next = markedInactive(agent, reason, new Date(now).toISOString());
-    // Blocking like every write under the agent's lock here; the caller flushes it once the lock is given back.
-    await this.ctx.store.writeAgent(next, { durable: false, blocking: true });
-    return { next, outcome: { death: { agent: next, cause: "session_deleted", reason } } };
-  }
-
-  /** Heartbeat, status, misses, waiting request and last error as the signal says; the agent file only if changed. */
-  private async applySignal(
-    {
-      teamName,
-      agentId,
-      agent,
-      slot,
-    }: { teamName: string; agentId: string; agent: AgentState; slot?: HeartbeatRecord },
-    signal: Exclude<Signal, { kind: "deleted" }>,
-    now: number,
-  ): Promise<Applied> {
-    const { store } = this.ctx;
-    const nowIso = new Date(now).toISOString();
-    const resync = (signal.kind === "busy" || signal.kind === "idle") && signal.resync === true;
-    // A status re-read is no event: an idle session says nothing of life, a busy one is vouched for by the server.
-    const heartbeats = !(resync && signal.kind === "idle");
-    const isEvent = heartbeats && !resync;
-    const source: HeartbeatSource = "source" in signal ? signal.source : "sdk_session_updated";
-    if (heartbeats) {
-      store.writeHeartbeat(teamName, agentId, nextHeartbeat(slot, nowIso, source, { event: isEvent }));
-    }
-    let next: AgentState = agent;
-    const desired = this.desiredStatus(signal, agent.status);
-    if (desired && desired !== agent.status) next = { ...next, status: desired };
-    if (heartbeats && agent.consecutiveMisses > 0)
-      next = { ...next, consecutiveMisses: 0, lastMissAt: undefined };
-    const waitingFor = this.nextWaiting(agent, signal, nowIso);
-    if (waitingFor !== undefined) next = { ...next, waitingFor };
-    const announce =
-      signal.kind === "waiting" && waitingFor && agent.announcedRequestId !== signal.request.requestId;
-    if (announce) next = { ...next, announcedRequestId: signal.request.requestId };
-    next = clearedBySuccess(agent, next, signal);
-    let told: ModelFailure | undefined;
-    if (signal.kind === "error") {
-      // The same error can arrive twice (plugin loaded twice, or hook and stream in two processes).
-      const window = Math.max(this.ctx.options.eventCoalesceMs, 2_000);
-      ({ next, told } = recordError(agent, next, signal, now, window));
-    }
-    if (next !== agent) {
-      next = {
-        ...next,
-        ...(heartbeats ? { heartbeatTs: nowIso, heartbeatSource: source } : {}),
-        ...(isEvent ? { lastEventAt: nowIso } : {}),
-        updatedAt: nowIso,
-      };
-      // Liveness only (status, waiting request, error): see TeamStore.writeAgent.
-      await store.writeAgent(next, { durable: false, blocking: true });
-    }
-    const outcome: ApplyOutcome = {
-      ...(announce ? { asked: { agent: next, request: signal.request } } : {}),
-      ...(told ? { failed: { agent: next, failure: told } } : {}),
-    };
-    return { next, outcome };
   }
 
   private async handOver(teamName: string, death: Omit<InactiveAgent, "tasks">): Promise<void> {

@@ -1,0 +1,96 @@
+// After a gap in the server's event stream (OpenCode keeps no replay), the monitor's state made to agree with what
+// the server says now: each live agent's session status and its open permission or question requests.
+import type { OpencodeApi } from "../../edges/opencode-api.ts";
+import type { AgentState } from "../../state/schemas.ts";
+import type { TeamsContext } from "../context.ts";
+import { isLive } from "./heartbeat.ts";
+import { permissionAsked, questionAsked, type Signal } from "./signals.ts";
+
+/** What a resync needs of the monitor. */
+export interface ResyncTarget {
+  /** Apply one signal as the monitor applies an event's. */
+  process(signal: Signal): Promise<void>;
+  /** What the server last said each agent session is doing (see EventMonitor). */
+  serverActivity: Map<string, "busy" | "idle">;
+  /** The server answered with its session statuses. */
+  counted(): void;
+}
+
+/**
+ * Make state agree with `GET /session/status`, asking for every directory that has live agents: the server lists a
+ * session's status only under the directory it was created in (the agent's `cwd`). A directory that did not answer
+ * is left out; the others are still applied.
+ */
+export async function resyncAgents(
+  ctx: TeamsContext,
+  server: OpencodeApi,
+  target: ResyncTarget,
+): Promise<void> {
+  const live: AgentState[] = [];
+  for (const teamName of await ctx.store.listTeamNames()) {
+    const { items } = await ctx.store.listAgentViews(teamName);
+    for (const { state } of items) if (state.role !== "leader" && isLive(state.status)) live.push(state);
+  }
+  const { statuses, failed } = await server.sessionStatuses([...new Set(live.map((state) => state.cwd))]);
+  target.counted();
+  for (const [directory, error] of Object.entries(failed)) {
+    ctx.log("warn", "resync: the project's OpenCode server did not answer for a directory", {
+      directory,
+      error,
+    });
+  }
+  for (const state of live) {
+    // Unknown is not idle: the agents of a directory that did not answer keep the state they have.
+    if (failed[state.cwd] !== undefined) continue;
+    const activity = statuses[state.sessionId];
+    if (activity === "busy" || activity === "retry") {
+      await target.process({
+        kind: "busy",
+        sessionId: state.sessionId,
+        source: "sdk_session_status",
+        resync: true,
+      });
+    } else {
+      target.serverActivity.set(state.sessionId, "idle");
+      // Missing from the map means idle (or gone, which the sweep finds out); it is no sign of life.
+      if (state.status === "active") {
+        await target.process({
+          kind: "idle",
+          sessionId: state.sessionId,
+          source: "sdk_session_status",
+          resync: true,
+        });
+      }
+    }
+  }
+  await reconcileWaiting(server, live, target);
+}
+
+/** Requests asked or answered during a gap in the stream: the server's pending lists say which are open now. */
+async function reconcileWaiting(
+  server: OpencodeApi,
+  live: readonly AgentState[],
+  target: ResyncTarget,
+): Promise<void> {
+  const pending = await server
+    .pendingRequests([...new Set(live.map((state) => state.cwd))])
+    .catch(() => undefined);
+  // A server without these lists (or one that did not answer) leaves waitingFor to the events and to idle.
+  if (!pending) return;
+  const open = new Map<string, Signal>();
+  for (const item of pending) {
+    const signal =
+      item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
+    if (signal) open.set(signal.sessionId, signal);
+  }
+  for (const state of live) {
+    const signal = open.get(state.sessionId);
+    if (signal) await target.process(signal);
+    else if (state.waitingFor)
+      await target.process({
+        kind: "answered",
+        sessionId: state.sessionId,
+        requestId: state.waitingFor.requestId,
+      });
+  }
+}
