@@ -15,7 +15,11 @@ import {
   writeJson,
 } from "./store.ts";
 
-/** An inbox message with the file it was read from (its place: pending, delivered or read). */
+/**
+ * An inbox message with the file it was read from (its place: pending, delivered or read). Markings go to that file:
+ * its name need not match the content (a file restored from a backup or copied by hand), and a path rebuilt from the
+ * content would find nothing.
+ */
 export type FiledMessage = InboxMessage & { file: string };
 
 /**
