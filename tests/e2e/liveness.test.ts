@@ -17,8 +17,8 @@ import { type LivenessHandle, startLiveness } from "../../src/operations/livenes
 import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
+import type { AgentView } from "../../src/state/agent-view.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
-import type { AgentView } from "../../src/state/team-store.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { recordServerInfo } from "../helpers/server-info.ts";
 import { type ToolResultInfo, useOpencode, waitFor } from "./harness/index.ts";

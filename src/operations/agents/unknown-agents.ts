@@ -1,6 +1,6 @@
 import path from "node:path";
+import type { UnreadableAgent } from "../../state/agent-listing.ts";
 import type { AgentRole, AgentStatus, TeamConfig } from "../../state/schemas.ts";
-import type { UnreadableAgent } from "../../state/team-store.ts";
 import type { TeamsContext } from "../context.ts";
 import { agentLabel } from "./agent-words.ts";
 

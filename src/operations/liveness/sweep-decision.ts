@@ -1,5 +1,6 @@
+import type { BatchChange } from "../../state/agent-files.ts";
+import { type AgentView, effectiveHeartbeatTs } from "../../state/agent-view.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
-import { type AgentView, type BatchChange, effectiveHeartbeatTs } from "../../state/team-store.ts";
 import { agentPaneRef } from "../agents/agent-pane.ts";
 import type { TeamsContext } from "../context.ts";
 import { isLive, nextHeartbeat } from "./heartbeat.ts";

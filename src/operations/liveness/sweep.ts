@@ -1,7 +1,7 @@
 import { type LivePanes, ownsLivePane, type PaneRef } from "../../edges/tmux-api.ts";
 import { mapLimit } from "../../map-limit.ts";
+import type { AgentView } from "../../state/agent-view.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
-import type { AgentView } from "../../state/team-store.ts";
 import { agentPaneRef } from "../agents/agent-pane.ts";
 import { finishOverdueKill, killOverdue } from "../agents/kill.ts";
 import { abortEndedSession } from "../agents/session-abort.ts";

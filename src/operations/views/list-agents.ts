@@ -1,6 +1,6 @@
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
+import type { AgentView } from "../../state/agent-view.ts";
 import { type AgentStatus, AgentStatusSchema, type AgentWorktree } from "../../state/schemas.ts";
-import type { AgentView } from "../../state/team-store.ts";
 import { listUnknownAgents, type UnknownAgent } from "../agents/unknown-agents.ts";
 import type { TeamsContext } from "../context.ts";
 import { type WaitingView, waitingView } from "../liveness/waiting.ts";

@@ -1,7 +1,7 @@
 import type { ServerState } from "../../edges/server-report.ts";
+import type { AgentView } from "../../state/agent-view.ts";
 import { assertAgentId } from "../../state/paths.ts";
 import type { AgentRole, AgentStatus, AgentWorktree, ModelFailure } from "../../state/schemas.ts";
-import type { AgentView } from "../../state/team-store.ts";
 import { agentNotFound } from "../agents/agent-words.ts";
 import { listUnknownAgents, type UnknownAgent } from "../agents/unknown-agents.ts";
 import type { TeamsContext } from "../context.ts";
