@@ -37,7 +37,7 @@ export class AgentFiles {
     private readonly damage: DamageNotes,
   ) {}
 
-  read(teamName: string, agentId: string, options: ReadOptions = {}): Promise<ReadResult<AgentState>> {
+  async read(teamName: string, agentId: string, options: ReadOptions = {}): Promise<ReadResult<AgentState>> {
     return this.agentAt(teamName, this.paths.agentState(teamName, agentId), options);
   }
 
@@ -146,7 +146,7 @@ export class AgentFiles {
     );
   }
 
-  readHeartbeat(teamName: string, agentId: string, options: ReadOptions = {}): Promise<SlotRead> {
+  async readHeartbeat(teamName: string, agentId: string, options: ReadOptions = {}): Promise<SlotRead> {
     return this.slotOf(teamName, this.paths.heartbeatSlot(teamName, agentId), options);
   }
 
