@@ -29,6 +29,9 @@ const TIMING = {
   graceMisses: 2,
   eventCoalesceMs: 500,
   busyCapMs: 60_000,
+  // The test records this server as the project's (it has no password): a prewarm would take it for one an older
+  // version left unprotected and replace it.
+  prewarmServer: false,
 };
 
 const fx = useOpencode({ pluginOptions: TIMING, waitForTools: ["heartbeat", "get-agent-status"] });

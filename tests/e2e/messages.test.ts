@@ -24,7 +24,9 @@ import { type OpencodeServer, useOpencode, waitFor } from "./harness/index.ts";
 import { callTool } from "./harness/session-tools.ts";
 
 const fx = useOpencode({
-  pluginOptions: { background: false },
+  // The test records this server as the project's (it has no password): a prewarm would take it for one an older
+  // version left unprotected and replace it.
+  pluginOptions: { background: false, prewarmServer: false },
   waitForTools: ["send-message", "read-messages"],
 });
 

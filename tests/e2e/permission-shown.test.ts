@@ -17,7 +17,15 @@ import { recordServerInfo } from "../helpers/server-info.ts";
 import { useOpencode, waitFor } from "./harness/index.ts";
 import { callTool } from "./harness/session-tools.ts";
 
-const TIMING = { staleThresholdMs: 5_000, sweepIntervalMs: 500, graceMisses: 2, eventCoalesceMs: 300 };
+const TIMING = {
+  staleThresholdMs: 5_000,
+  sweepIntervalMs: 500,
+  graceMisses: 2,
+  eventCoalesceMs: 300,
+  // The test records this server as the project's (it has no password): a prewarm would take it for one an older
+  // version left unprotected and replace it.
+  prewarmServer: false,
+};
 
 const fx = useOpencode({
   pluginOptions: TIMING,

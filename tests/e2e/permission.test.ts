@@ -25,6 +25,9 @@ const TIMING = {
   graceMisses: 2,
   eventCoalesceMs: 300,
   busyCapMs: 3_000,
+  // The test records this server as the project's (it has no password): a prewarm would take it for one an older
+  // version left unprotected and replace it.
+  prewarmServer: false,
 };
 
 const fx = useOpencode({
