@@ -37,7 +37,7 @@ export type ResumeAgentOutput = SpawnAgentOutput & {
 };
 
 /** Outcomes of a run that was cut short, and so may be resumed. */
-const RESUMABLE_OUTCOMES: ReadonlySet<string> = new Set(["interrupted", "failed", "timeout"]);
+const RESUMABLE_OUTCOMES: ReadonlySet<string> = new Set(["interrupted", "failed", "timeout", "budget"]);
 
 function defaultContinuation(agent: AgentState, agentId: string): string {
   return [

@@ -9,7 +9,7 @@ import { recordEnded, recordRunsEnded, recordSpawned } from "./history.ts";
  */
 
 /** How a run ended, as the history records it. */
-export type EndedStatus = "interrupted" | "completed" | "failed" | "timeout";
+export type EndedStatus = "interrupted" | "completed" | "failed" | "timeout" | "budget";
 
 export interface EndDetails {
   reason: string;
@@ -46,7 +46,10 @@ export function agentEnded(
   details: EndDetails,
 ): Promise<string[]> {
   return asWarnings(ctx, "the end of the run in the agent history", () =>
-    recordEnded(ctx, agent.teamName, agent.agentId, status, details),
+    recordEnded(ctx, agent.teamName, agent.agentId, status, {
+      ...details,
+      ...(agent.usage ? { usage: agent.usage.totals } : {}),
+    }),
   );
 }
 
@@ -60,7 +63,12 @@ export async function agentsInterrupted(
     recordRunsEnded(
       ctx,
       teamName,
-      agents.map(({ agent, reason }) => ({ agentId: agent.agentId, status: "interrupted", reason })),
+      agents.map(({ agent, reason }) => ({
+        agentId: agent.agentId,
+        status: "interrupted",
+        reason,
+        ...(agent.usage ? { usage: agent.usage.totals } : {}),
+      })),
     ),
   );
   for (const warning of warnings) ctx.log("warn", warning, { team: teamName });

@@ -3,6 +3,7 @@ import type { AgentState, AgentStatus, HeartbeatRecord, HeartbeatSource } from "
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import { SessionIndex, type SessionOwner } from "../team/identity.ts";
+import { UsageCounter, usageEvent } from "../usage/counter.ts";
 import { rejectWhileRunning } from "./answer.ts";
 import { isLive, isRunning, nextHeartbeat } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent, markedInactive } from "./inactive.ts";
@@ -67,6 +68,8 @@ export class EventMonitor {
     failures: 0,
   };
   private readonly index: SessionIndex;
+  /** Each agent's tokens and cost, from the same events (specs/usage-and-budgets.md). */
+  readonly usage: UsageCounter;
   private readonly tracked = new Map<string, Tracked>();
   /** What the server last said each agent session is doing; activity alone does not make an idle session busy. */
   private readonly serverActivity = new Map<string, "busy" | "idle">();
@@ -78,6 +81,7 @@ export class EventMonitor {
     options: { indexRebuildMs?: number } = {},
   ) {
     this.index = new SessionIndex(ctx, options.indexRebuildMs ?? 2_000);
+    this.usage = new UsageCounter(ctx, this.index);
   }
 
   /** Accept an event; never throws and never blocks the caller (the OpenCode bus). */
@@ -85,6 +89,8 @@ export class EventMonitor {
     this.stats.events++;
     const signal = classifyEvent(event);
     if (signal) this.enqueue(() => this.process(signal));
+    const usage = usageEvent(event);
+    if (usage) this.enqueue(() => this.usage.apply(usage));
   }
 
   /** Resolves once every event accepted so far has been processed. */
@@ -141,6 +147,7 @@ export class EventMonitor {
    */
   async resync(server: OpencodeApi): Promise<void> {
     this.index.invalidate();
+    this.usage.forget();
     const live: AgentState[] = [];
     for (const teamName of await this.ctx.store.listTeamNames()) {
       const { items } = await this.ctx.store.listAgentViews(teamName);
@@ -179,6 +186,7 @@ export class EventMonitor {
       }
     }
     await this.reconcileWaiting(server, live);
+    await this.usage.recount(live, server);
   }
 
   /** Requests asked or answered during a gap in the stream: the server's pending lists say which are open now. */

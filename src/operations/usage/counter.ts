@@ -1,0 +1,162 @@
+import { isoNow } from "../../clock.ts";
+import { assistantUsage } from "../../edges/message-usage.ts";
+import type { MessageUsage, OpencodeApi } from "../../edges/opencode-api.ts";
+import type { AgentState } from "../../state/schemas.ts";
+import type { TeamsContext } from "../context.ts";
+import { errorText } from "../result.ts";
+import type { SessionIndex, SessionOwner } from "../team/identity.ts";
+import { checkBudgets } from "./budget.ts";
+import { runShare, sameSums, sumMessages } from "./totals.ts";
+
+/** What an OpenCode event says about usage: an assistant message's latest values, or a message that was removed. */
+export type UsageEvent =
+  | { kind: "message"; usage: MessageUsage }
+  | { kind: "removed"; sessionId: string; messageId: string };
+
+type Json = Record<string, unknown>;
+
+function record(value: unknown): Json | undefined {
+  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Json) : undefined;
+}
+
+export function usageEvent(event: unknown): UsageEvent | undefined {
+  const root = record(event);
+  const props = record(root?.properties);
+  if (root?.type === "message.updated") {
+    const usage = assistantUsage(props?.info);
+    return usage ? { kind: "message", usage } : undefined;
+  }
+  if (root?.type === "message.removed") {
+    const { sessionID, messageID } = props ?? {};
+    if (typeof sessionID === "string" && typeof messageID === "string")
+      return { kind: "removed", sessionId: sessionID, messageId: messageID };
+  }
+  return undefined;
+}
+
+/** A failed count of a session from the server is tried again at most this often (an unreachable server). */
+const RECOUNT_RETRY_MS = 5_000;
+
+export interface UsageStats {
+  /** Usage events about known sessions. */
+  events: number;
+  /** Agent files written with new usage. */
+  writes: number;
+  /** Sessions counted from the server's message list. */
+  recounts: number;
+}
+
+/**
+ * Counts each agent's usage from the event stream, message by message at its latest value, so an update seen ten
+ * times counts once. A session is first counted from the server's message list (after a process start or a gap in
+ * the stream, see `forget`); events then replace single messages. The agent file is written only when its totals
+ * change, under the agent's lock, and the budgets are checked after each write.
+ */
+export class UsageCounter {
+  readonly stats: UsageStats = { events: 0, writes: 0, recounts: 0 };
+  /** Sessions counted from the server in this process, each message at its latest value. */
+  private readonly sessions = new Map<string, Map<string, MessageUsage>>();
+  private readonly failedAt = new Map<string, number>();
+
+  constructor(
+    private readonly ctx: TeamsContext,
+    private readonly index: SessionIndex,
+  ) {}
+
+  /** The stream had a gap: what this process counted may have missed messages, so every session is counted again. */
+  forget(): void {
+    this.sessions.clear();
+    this.failedAt.clear();
+  }
+
+  async apply(event: UsageEvent): Promise<void> {
+    const sessionId = event.kind === "message" ? event.usage.sessionId : event.sessionId;
+    const owners = await this.index.lookup(sessionId);
+    // Sessions the plugin does not know (the user's other sessions, another project's) are none of its business.
+    if (owners.length === 0) return;
+    this.stats.events++;
+    let messages = this.sessions.get(sessionId);
+    if (!messages) {
+      messages = await this.countFromServer(sessionId, owners);
+      if (!messages) return;
+    }
+    if (event.kind === "removed") messages.delete(event.messageId);
+    else messages.set(event.usage.messageId, event.usage);
+    await this.record(sessionId, owners, messages);
+  }
+
+  /** Count these agents' sessions from the server now (after a reconnect), whatever events come later. */
+  async recount(agents: readonly AgentState[], server: OpencodeApi): Promise<void> {
+    for (const agent of agents) {
+      const owners = await this.index.lookup(agent.sessionId);
+      if (owners.length === 0) continue;
+      const messages = await this.countFromServer(agent.sessionId, owners, server);
+      if (messages) await this.record(agent.sessionId, owners, messages);
+    }
+  }
+
+  /** The session's messages as the server lists them; undefined (and tried again later) when it cannot be asked. */
+  private async countFromServer(
+    sessionId: string,
+    owners: readonly SessionOwner[],
+    server?: OpencodeApi,
+  ): Promise<Map<string, MessageUsage> | undefined> {
+    const now = this.ctx.clock.now();
+    if (!server && now - (this.failedAt.get(sessionId) ?? Number.NEGATIVE_INFINITY) < RECOUNT_RETRY_MS)
+      return undefined;
+    const leader = owners.some((owner) => owner.role === "leader");
+    for (const candidate of server ? [server] : await this.serversFor(leader)) {
+      try {
+        const listed = await candidate.messageUsage(sessionId);
+        const messages = new Map(listed.map((message) => [message.messageId, message]));
+        this.sessions.set(sessionId, messages);
+        this.failedAt.delete(sessionId);
+        this.stats.recounts++;
+        return messages;
+      } catch (error) {
+        this.ctx.log("debug", "could not count a session's usage from the server", {
+          sessionId,
+          server: candidate.baseUrl,
+          error: errorText(error),
+        });
+      }
+    }
+    this.failedAt.set(sessionId, now);
+    return undefined;
+  }
+
+  /** The leader's session lives in the leader's own OpenCode (this process's, usually); agents' on the project server. */
+  private async serversFor(leader: boolean): Promise<OpencodeApi[]> {
+    const project = await this.ctx.edges.projectServer().catch(() => undefined);
+    const local = this.ctx.edges.localServer;
+    const ordered = leader ? [local, project] : [project, local];
+    return ordered.filter(
+      (server, i): server is OpencodeApi =>
+        server !== undefined && ordered.findIndex((other) => other?.baseUrl === server.baseUrl) === i,
+    );
+  }
+
+  /** Each owner's record gets the session's sums less what the session had spent before its run began. */
+  private async record(
+    sessionId: string,
+    owners: readonly SessionOwner[],
+    messages: Map<string, MessageUsage>,
+  ): Promise<void> {
+    const sums = sumMessages(messages.values());
+    for (const owner of owners) {
+      const written = await this.ctx.store.withAgentLock(owner.teamName, owner.agentId, async () => {
+        const read = await this.ctx.store.readAgent(owner.teamName, owner.agentId, { blocking: true });
+        if (read.kind !== "ok" || read.value.sessionId !== sessionId) return undefined;
+        const run = runShare(sums, read.value.usageBase);
+        if (sameSums(read.value.usage, run)) return undefined;
+        const next: AgentState = { ...read.value, usage: { ...run, countedAt: isoNow(this.ctx.clock) } };
+        // Not flushed: a lost write is counted again from the server after a restart.
+        await this.ctx.store.writeAgent(next, { durable: false, blocking: true });
+        return next;
+      });
+      if (!written) continue;
+      this.stats.writes++;
+      await checkBudgets(this.ctx, written);
+    }
+  }
+}
