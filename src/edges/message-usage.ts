@@ -29,9 +29,10 @@ function modelName(info: Json): string {
  */
 export function assistantUsage(value: unknown): MessageUsage | undefined {
   const info = record(value);
-  if (!info || info.role !== "assistant") return undefined;
+  if (info?.role !== "assistant") return undefined;
   const { id, sessionID } = info;
-  if (typeof id !== "string" || id === "" || typeof sessionID !== "string" || sessionID === "") return undefined;
+  if (typeof id !== "string" || id === "" || typeof sessionID !== "string" || sessionID === "")
+    return undefined;
   const counted = record(info.tokens) ?? {};
   const cache = record(counted.cache) ?? {};
   return {

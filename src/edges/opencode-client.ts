@@ -1,12 +1,12 @@
 import { createOpencodeClient, type Event, type OpencodeClient } from "@opencode-ai/sdk";
 import { assistantUsage } from "./message-usage.ts";
 import type {
+  MessageUsage,
   ModelRef,
   OpencodeApi,
   PendingRequest,
   PendingRequestRef,
   SessionStatuses,
-  MessageUsage,
 } from "./opencode-api.ts";
 
 export interface OpencodeClientOptions {

@@ -1,12 +1,12 @@
 import type { Event } from "@opencode-ai/sdk";
 import type {
+  MessageUsage,
   ModelRef,
   OpencodeApi,
   PendingRequest,
   PendingRequestRef,
   SessionActivity,
   SessionStatuses,
-  MessageUsage,
 } from "../../src/edges/opencode-api.ts";
 import {
   type LivePanes,

@@ -120,7 +120,11 @@ describe("list-agents", () => {
     expect(byName.gone?.health_status).toBe("unknown");
     expect(byName.gone?.metadata.pane_id).toBe("%3");
     expect(keyShape(byName["damaged-metrics"])).toEqual(withMetrics);
-    expect(byName["damaged-metrics"]?.metrics).toMatchObject({ tokens_total: null, cost_usd: null, turns: null });
+    expect(byName["damaged-metrics"]?.metrics).toMatchObject({
+      tokens_total: null,
+      cost_usd: null,
+      turns: null,
+    });
     expect(byName["damaged-metrics"]?.metadata.pane_id).toBeNull();
     expect(byName["damaged-metrics"]?.state).toEqual({
       loaded_in_process: false,

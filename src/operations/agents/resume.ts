@@ -3,6 +3,7 @@ import { isoNow } from "../../clock.ts";
 import type { ProjectServer } from "../../edges/server-manager.ts";
 import { assertAgentId, assertTeamName } from "../../state/paths.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
+import type { Budget } from "../../state/usage-schema.ts";
 import type { TeamsContext } from "../context.ts";
 import {
   handOverText,
@@ -12,6 +13,8 @@ import {
 } from "../messages/inbox.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
+import { budgetInput, teamBudgetRefusal } from "../usage/limits.ts";
+import { resumedBudget, usageBaseOf } from "../usage/resume-budget.ts";
 import { worktreeCwd } from "../worktrees/worktrees.ts";
 import { resolveCwd } from "./agent-input.ts";
 import { agentLabel } from "./agent-words.ts";
@@ -27,6 +30,8 @@ export interface ResumeAgentInput {
   teamName: string;
   agentId: string;
   prompt?: string;
+  /** A new budget for the continued run; required when the agent was stopped by its budget. */
+  budget?: { usd?: number; tokens?: number };
 }
 
 export type ResumeAgentOutput = SpawnAgentOutput & {
@@ -159,8 +164,9 @@ export async function resumeAgent(
   const team = await loadTeam(ctx, input.teamName);
   await requireLeader(ctx, team, callerSessionId, "Only the team leader can resume agents");
   const old = await readAgentOrFail(ctx, team, input.agentId);
-  const refused = await refusal(ctx, old);
+  const refused = (await refusal(ctx, old)) ?? (await teamBudgetRefusal(ctx, team));
   if (refused) return fail(refused);
+  const budget = resumedBudget(old, budgetInput(input.budget, "budget"));
   const cwd = await resumableCwd(ctx, old);
   if (!old.headless && !(await ctx.edges.tmux.available()))
     return fail("tmux is required for agent spawning");
@@ -174,7 +180,7 @@ export async function resumeAgent(
   if (claimRefused) return fail(claimRefused);
   let launched: Awaited<ReturnType<typeof relaunch>>;
   try {
-    launched = await relaunch(ctx, { team, server, old, cwd, successorId, continuation }, steps);
+    launched = await relaunch(ctx, { team, server, old, cwd, successorId, continuation, budget }, steps);
   } catch (error) {
     await releaseClaim(ctx, old, successorId);
     throw error;
@@ -200,12 +206,13 @@ interface Relaunch {
   cwd: string;
   successorId: string;
   continuation: string | undefined;
+  budget: Budget | undefined;
 }
 
 /** End what is left of the old run, then launch its successor (on the old session when the server still has it). */
 async function relaunch(
   ctx: TeamsContext,
-  { team, server, old, cwd, successorId, continuation }: Relaunch,
+  { team, server, old, cwd, successorId, continuation, budget }: Relaunch,
   steps: StepClock,
 ): Promise<OpResult<SpawnAgentOutput & { sessionReused: boolean }>> {
   const warnings: string[] = [];
@@ -246,6 +253,9 @@ async function relaunch(
       // A new session knows nothing: it gets its task again, then why it starts over.
       message: (agentId) => (sessionReused ? text(agentId) : `${old.prompt}\n\n${text(agentId)}`),
       ...(sessionReused ? { reuseSessionId: old.sessionId } : {}),
+      ...(budget ? { budget } : {}),
+      // The session goes on: what it spent before this run is not this run's (specs/usage-and-budgets.md).
+      ...(sessionReused ? usageBaseOf(old) : {}),
       resumes: old.agentId,
       agentId: successorId,
     },

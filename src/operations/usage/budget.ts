@@ -38,7 +38,12 @@ async function claimTeamStage(ctx: TeamsContext, teamName: string, stage: Stage)
 }
 
 /** A notice from the plugin into the agent's own session (kept in its inbox when it cannot be delivered now). */
-async function tellAgent(ctx: TeamsContext, team: TeamConfig, agent: AgentState, text: string): Promise<void> {
+async function tellAgent(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agent: AgentState,
+  text: string,
+): Promise<void> {
   const message = await ctx.store.appendInbox({
     teamName: team.name,
     to: agent.agentId,

@@ -72,7 +72,10 @@ export function agentUsageView(state: AgentState): AgentUsageView {
 const NONE: UsageSums = { totals: zeroTotals(), byModel: {} };
 
 /** What the team's agents spent (each run once; a resumed run counts only what it added), the leader apart. */
-export function teamSpend(states: readonly AgentState[]): { agents: UsageSums; leader: UsageSums | undefined } {
+export function teamSpend(states: readonly AgentState[]): {
+  agents: UsageSums;
+  leader: UsageSums | undefined;
+} {
   let agents = NONE;
   let leader: UsageSums | undefined;
   for (const state of states) {
