@@ -6,7 +6,7 @@ import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import type { SessionIndex, SessionOwner } from "../team/identity.ts";
 import { checkBudgets } from "./budget.ts";
-import { runShare, sameSums, sumMessages } from "./totals.ts";
+import { runShare, sameSums, sumMessages, type UsageSums } from "./totals.ts";
 
 /** What an OpenCode event says about usage: an assistant message's latest values, or a message that was removed. */
 export type UsageEvent =
@@ -144,19 +144,40 @@ export class UsageCounter {
   ): Promise<void> {
     const sums = sumMessages(messages.values());
     for (const owner of owners) {
-      const written = await this.ctx.store.withAgentLock(owner.teamName, owner.agentId, async () => {
-        const read = await this.ctx.store.readAgent(owner.teamName, owner.agentId, { blocking: true });
-        if (read.kind !== "ok" || read.value.sessionId !== sessionId) return undefined;
-        const run = runShare(sums, read.value.usageBase);
-        if (sameSums(read.value.usage, run)) return undefined;
-        const next: AgentState = { ...read.value, usage: { ...run, countedAt: isoNow(this.ctx.clock) } };
-        // Not flushed: a lost write is counted again from the server after a restart.
-        await this.ctx.store.writeAgent(next, { durable: false, blocking: true });
-        return next;
-      });
+      const written = await this.write(owner.teamName, owner.agentId, sessionId, sums);
       if (!written) continue;
       this.stats.writes++;
       await checkBudgets(this.ctx, written);
     }
+  }
+
+  /**
+   * Write the run's share under the agent's lock, when it changed. A record that was resumed hands the session on:
+   * its successor (by `resumedBy`, a few hops at most) is the one that counts now.
+   */
+  private async write(
+    teamName: string,
+    agentId: string,
+    sessionId: string,
+    sums: UsageSums,
+  ): Promise<AgentState | undefined> {
+    let id: string | undefined = agentId;
+    for (let hop = 0; id !== undefined && hop < 8; hop++) {
+      const current: string = id;
+      const outcome = await this.ctx.store.withAgentLock(teamName, current, async () => {
+        const read = await this.ctx.store.readAgent(teamName, current, { blocking: true });
+        if (read.kind !== "ok" || read.value.sessionId !== sessionId) return { next: undefined };
+        if (read.value.resumedBy) return { successor: read.value.resumedBy };
+        const run = runShare(sums, read.value.usageBase);
+        if (sameSums(read.value.usage, run)) return { next: undefined };
+        const next: AgentState = { ...read.value, usage: { ...run, countedAt: isoNow(this.ctx.clock) } };
+        // Not flushed: a lost write is counted again from the server after a restart.
+        await this.ctx.store.writeAgent(next, { durable: false, blocking: true });
+        return { next };
+      });
+      if ("next" in outcome) return outcome.next;
+      id = outcome.successor;
+    }
+    return undefined;
   }
 }
