@@ -21,7 +21,9 @@ let ctx: TestContext;
 let call: ToolCall;
 
 // The color tests run more agents at once than the default maxAgents.
-beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0, maxAgents: 50 })));
+beforeEach(
+  async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0, maxAgents: 50 })),
+);
 
 afterEach(() => ctx.cleanup());
 
