@@ -71,3 +71,36 @@ export async function capacityCheck(
     return `Team '${current.name}' already runs ${names.length} agent${names.length === 1 ? "" : "s"}, the limit (${max}, ${limit}): ${names.join(", ")}. Wait for one to finish, end one (complete-agent, kill-agent), or ask the user to raise the limit (opencode-teams usage ${current.name} --max-agents <n>).`;
   };
 }
+
+export interface TeamLimits {
+  budget?: { usd?: number; tokens?: number };
+  maxAgents?: number;
+}
+
+/**
+ * Change a team's budget (the given parts; the other is kept) or maxAgents: a person's decision (the CLI), never the
+ * model's. A changed budget is told about afresh at 80% and 100%; agents it stopped stay stopped until resumed.
+ */
+export async function setTeamLimits(
+  ctx: TeamsContext,
+  teamName: string,
+  limits: TeamLimits,
+): Promise<TeamConfig> {
+  const maxAgents = maxAgentsInput(limits.maxAgents);
+  const given = budgetInput(limits.budget, "budget");
+  let updated: TeamConfig | undefined;
+  await ctx.store.updateTeam(teamName, (current) => {
+    if (!current) return undefined;
+    const merged = given ? { ...current.budget, ...given } : current.budget;
+    const { budgetNotice, ...rest } = current;
+    updated = {
+      ...rest,
+      ...(merged ? { budget: merged } : {}),
+      ...(given || !budgetNotice ? {} : { budgetNotice }),
+      ...(maxAgents !== undefined ? { maxAgents } : {}),
+    };
+    return updated;
+  });
+  if (!updated) throw new CallerError(`Team '${teamName}' does not exist`);
+  return updated;
+}
