@@ -95,7 +95,8 @@ export function budgetFraction(totals: UsageTotals, budget: Budget | undefined):
   if (!budget) return 0;
   const byUsd = budget.usd !== undefined ? totals.costUsd / budget.usd : 0;
   const byTokens = budget.tokens !== undefined ? totals.total / budget.tokens : 0;
-  return Math.max(byUsd, byTokens);
+  // Rounded: $0.08 of $0.10 is 80%, not the 79.999...% of float division, and $0.10 of $0.10 is reached.
+  return Math.round(Math.max(byUsd, byTokens) * 1e9) / 1e9;
 }
 
 export function formatUsd(value: number): string {
