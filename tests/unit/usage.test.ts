@@ -53,7 +53,8 @@ async function feed(...events: unknown[]): Promise<void> {
 }
 
 beforeEach(async () => {
-  ({ ctx, ...lead } = await ledTeamContext());
+  // Every change written at once; the coalescing of usage writes has its own test.
+  ({ ctx, ...lead } = await ledTeamContext({ eventCoalesceMs: 0 }));
   monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
 });
 afterEach(() => ctx.cleanup());
@@ -77,6 +78,32 @@ describe("usage counting", () => {
       turns: 2,
     });
     expect(Object.keys(state.usage?.byModel ?? {})).toEqual(["mock/mock-model"]);
+  });
+
+  test("a busy stream writes an agent's usage at most once per eventCoalesceMs; the last change follows", async () => {
+    await ctx.cleanup();
+    ({ ctx, ...lead } = await ledTeamContext({ eventCoalesceMs: 5_000 }));
+    monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
+    const agent = await addAgent(ctx, "alpha");
+    ctx.server.addSession({ id: agent.sessionId });
+    for (let i = 1; i <= 20; i++) {
+      ctx.clock.advance(100);
+      monitor.handleEvent(updated(usage(agent.sessionId, `msg_${Math.ceil(i / 4)}`, i, 1, 0.001)));
+    }
+    await monitor.settled();
+    expect(monitor.usage.stats.writes).toBe(1);
+    expect((await agentOnDisk(ctx, agent)).usage?.totals.turns).toBe(1);
+    ctx.clock.advance(5_000);
+    // The trailing write waits on the clock in the background, then runs in the monitor's queue.
+    for (let i = 0; i < 50 && monitor.usage.stats.writes < 2; i++) {
+      await Bun.sleep(5);
+      await monitor.settled();
+    }
+    expect(monitor.usage.stats.writes).toBe(2);
+    expect((await agentOnDisk(ctx, agent)).usage?.totals).toMatchObject({
+      input: 4 + 8 + 12 + 16 + 20,
+      turns: 5,
+    });
   });
 
   test("a session the plugin does not know is ignored: no write, no server call", async () => {

@@ -81,7 +81,7 @@ export class EventMonitor {
     options: { indexRebuildMs?: number } = {},
   ) {
     this.index = new SessionIndex(ctx, options.indexRebuildMs ?? 2_000);
-    this.usage = new UsageCounter(ctx, this.index);
+    this.usage = new UsageCounter(ctx, this.index, (task) => this.enqueue(task));
   }
 
   /** Accept an event; never throws and never blocks the caller (the OpenCode bus). */

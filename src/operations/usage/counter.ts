@@ -2,11 +2,12 @@ import { isoNow } from "../../clock.ts";
 import { assistantUsage } from "../../edges/message-usage.ts";
 import type { MessageUsage, OpencodeApi } from "../../edges/opencode-api.ts";
 import type { AgentState } from "../../state/schemas.ts";
+import type { Budget } from "../../state/usage-schema.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import type { SessionIndex, SessionOwner } from "../team/identity.ts";
-import { checkBudgets } from "./budget.ts";
-import { runShare, sameSums, sumMessages, type UsageSums } from "./totals.ts";
+import { BUDGET_WARN_AT, checkBudgets } from "./budget.ts";
+import { budgetFraction, runShare, sameSums, sumMessages, type UsageSums } from "./totals.ts";
 
 /** What an OpenCode event says about usage: an assistant message's latest values, or a message that was removed. */
 export type UsageEvent =
@@ -42,27 +43,42 @@ export interface UsageStats {
   events: number;
   /** Agent files written with new usage. */
   writes: number;
+  /** Changes left for the trailing write of their agent (see `record`). */
+  coalesced: number;
   /** Sessions counted from the server's message list. */
   recounts: number;
+}
+
+/** What this process last wrote for a session's record: when, and what decides whether the next change waits. */
+interface LastWrite {
+  at: number;
+  budget: Budget | undefined;
+  base: UsageSums | undefined;
 }
 
 /**
  * Counts each agent's usage from the event stream, message by message at its latest value, so an update seen ten
  * times counts once. A session is first counted from the server's message list (after a process start or a gap in
- * the stream, see `forget`); events then replace single messages. The agent file is written only when its totals
- * change, under the agent's lock, and the budgets are checked after each write.
+ * the stream, see `forget`); events then replace single messages. The agent file is written under the agent's lock
+ * when its totals changed, at most once per `eventCoalesceMs` (a trailing write brings the last change), except for
+ * an agent at 80% of its budget or more, which is written and checked at every change; budgets are checked after each
+ * write.
  */
 export class UsageCounter {
-  readonly stats: UsageStats = { events: 0, writes: 0, recounts: 0 };
+  readonly stats: UsageStats = { events: 0, writes: 0, coalesced: 0, recounts: 0 };
   /** Sessions counted from the server in this process, each message at its latest value. */
   private readonly sessions = new Map<string, Map<string, MessageUsage>>();
   private readonly failedAt = new Map<string, number>();
+  private readonly lastWrites = new Map<string, LastWrite>();
+  /** Sessions whose trailing write is scheduled. */
+  private readonly trailing = new Set<string>();
 
   constructor(
     private readonly ctx: TeamsContext,
     private readonly index: SessionIndex,
+    /** Runs a task in the monitor's queue, in order with the events. */
+    private readonly enqueue: (task: () => Promise<void>) => void,
   ) {}
-
   /** The stream had a gap: what this process counted may have missed messages, so every session is counted again. */
   forget(): void {
     this.sessions.clear();
@@ -91,7 +107,7 @@ export class UsageCounter {
       const owners = await this.index.lookup(agent.sessionId);
       if (owners.length === 0) continue;
       const messages = await this.countFromServer(agent.sessionId, owners, server);
-      if (messages) await this.record(agent.sessionId, owners, messages);
+      if (messages) await this.record(agent.sessionId, owners, messages, true);
     }
   }
 
@@ -141,14 +157,45 @@ export class UsageCounter {
     sessionId: string,
     owners: readonly SessionOwner[],
     messages: Map<string, MessageUsage>,
+    force = false,
   ): Promise<void> {
     const sums = sumMessages(messages.values());
+    const now = this.ctx.clock.now();
     for (const owner of owners) {
-      const written = await this.write(owner.teamName, owner.agentId, sessionId, sums);
-      if (!written) continue;
+      const key = `${owner.teamName}/${sessionId}`;
+      const last = this.lastWrites.get(key);
+      if (!force && last && !this.due(last, sums, now)) {
+        this.stats.coalesced++;
+        this.writeLater(sessionId);
+        continue;
+      }
+      const outcome = await this.write(owner.teamName, owner.agentId, sessionId, sums);
+      if (!outcome) continue;
+      this.lastWrites.set(key, { at: now, budget: outcome.state.budget, base: outcome.state.usageBase });
+      if (!outcome.changed) continue;
       this.stats.writes++;
-      await checkBudgets(this.ctx, written);
+      await checkBudgets(this.ctx, outcome.state);
     }
+  }
+
+  /** A change is written now when the last write is old enough, or when the agent is near its budget. */
+  private due(last: LastWrite, sums: UsageSums, now: number): boolean {
+    if (now - last.at >= this.ctx.options.eventCoalesceMs) return true;
+    if (!last.budget) return false;
+    return budgetFraction(runShare(sums, last.base).totals, last.budget) >= BUDGET_WARN_AT;
+  }
+
+  /** The session's last change, written once the coalescing window has passed (in the monitor's queue). */
+  private writeLater(sessionId: string): void {
+    if (this.trailing.has(sessionId)) return;
+    this.trailing.add(sessionId);
+    void this.ctx.clock.sleep(this.ctx.options.eventCoalesceMs, undefined, { background: true }).then(() =>
+      this.enqueue(async () => {
+        this.trailing.delete(sessionId);
+        const messages = this.sessions.get(sessionId);
+        if (messages) await this.record(sessionId, await this.index.lookup(sessionId), messages, true);
+      }),
+    );
   }
 
   /**
@@ -160,22 +207,22 @@ export class UsageCounter {
     agentId: string,
     sessionId: string,
     sums: UsageSums,
-  ): Promise<AgentState | undefined> {
+  ): Promise<{ state: AgentState; changed: boolean } | undefined> {
     let id: string | undefined = agentId;
     for (let hop = 0; id !== undefined && hop < 8; hop++) {
       const current: string = id;
       const outcome = await this.ctx.store.withAgentLock(teamName, current, async () => {
         const read = await this.ctx.store.readAgent(teamName, current, { blocking: true });
-        if (read.kind !== "ok" || read.value.sessionId !== sessionId) return { next: undefined };
+        if (read.kind !== "ok" || read.value.sessionId !== sessionId) return { done: undefined };
         if (read.value.resumedBy) return { successor: read.value.resumedBy };
         const run = runShare(sums, read.value.usageBase);
-        if (sameSums(read.value.usage, run)) return { next: undefined };
+        if (sameSums(read.value.usage, run)) return { done: { state: read.value, changed: false } };
         const next: AgentState = { ...read.value, usage: { ...run, countedAt: isoNow(this.ctx.clock) } };
         // Not flushed: a lost write is counted again from the server after a restart.
         await this.ctx.store.writeAgent(next, { durable: false, blocking: true });
-        return { next };
+        return { done: { state: next, changed: true } };
       });
-      if ("next" in outcome) return outcome.next;
+      if ("done" in outcome) return outcome.done;
       id = outcome.successor;
     }
     return undefined;
