@@ -60,6 +60,7 @@ const GROUPS: { id: string; own: number; run: (quick: boolean) => Promise<Figure
   { id: "9", own: 1, run: benchWorktree },
   { id: "10", own: 1, run: benchPermissionNotice },
   { id: "11", own: 1, run: (quick) => import("./fig-tasks.ts").then((m) => m.benchTasks(quick)) },
+  { id: "12", own: 1, run: (quick) => import("./fig-usage.ts").then((m) => m.benchUsage(quick)) },
 ];
 
 function parseArgs(argv: readonly string[]): { quick: boolean; only: Set<string> | undefined } {

@@ -153,7 +153,10 @@ export const AgentStateSchema = z.object({
   resumeClaimHost: z.string().optional(),
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
   outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed", "budget"]).optional(),
-  /** What this run spent, counted from the server's messages (specs/usage-and-budgets.md); absent before any. */
+  /**
+   * What this run spent (specs/usage-and-budgets.md). Counted into the heartbeat slot; the store's views put the
+   * slot's count here, so a reader of a view finds it on the state; absent before any.
+   */
   usage: AgentUsageSchema.optional(),
   /** A resumed run's session had spent this before the run began: `usage` is what the session spent since. */
   usageBase: AgentUsageSchema.optional(),
@@ -195,6 +198,11 @@ export const HeartbeatRecordSchema = z.object({
    * for a busy session: caps how long "busy" alone keeps an agent alive.
    */
   lastEventAt: isoDate.optional(),
+  /**
+   * The run's usage as last counted (specs/usage-and-budgets.md): kept in the slot, rewritten in place, because the
+   * event stream updates it as often as a heartbeat; readers see it as AgentState.usage (TeamStore's views).
+   */
+  usage: AgentUsageSchema.optional(),
 });
 export type HeartbeatRecord = z.infer<typeof HeartbeatRecordSchema>;
 

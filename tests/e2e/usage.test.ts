@@ -81,10 +81,11 @@ async function serverSpend(sessionId: string): Promise<{ tokens: number; cost: n
   return { tokens, cost: Math.round(cost * 1e8) / 1e8, turns };
 }
 
+/** An agent as the listings show it: its usage is counted into its heartbeat slot. */
 async function agent(ctx: TeamsContext, agentId: string): Promise<AgentState> {
-  const read = await ctx.store.readAgent(TEAM, agentId);
+  const read = await ctx.store.readAgentView(TEAM, agentId);
   if (read.kind !== "ok") throw new Error(`agent ${agentId} unreadable: ${read.kind}`);
-  return read.value;
+  return read.value.state;
 }
 
 /** A worker's script: `n` tool calls (one model call each, the model taking `ms` over each), then DONE. */

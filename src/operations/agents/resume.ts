@@ -14,7 +14,7 @@ import {
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
 import { budgetInput, teamBudgetRefusal } from "../usage/limits.ts";
-import { resumedBudget, usageBaseOf } from "../usage/resume-budget.ts";
+import { resumedBudget, usageBaseOf, withCountedUsage } from "../usage/resume-budget.ts";
 import { worktreeCwd } from "../worktrees/worktrees.ts";
 import { resolveCwd } from "./agent-input.ts";
 import { agentLabel } from "./agent-words.ts";
@@ -163,7 +163,7 @@ export async function resumeAgent(
   }
   const team = await loadTeam(ctx, input.teamName);
   await requireLeader(ctx, team, callerSessionId, "Only the team leader can resume agents");
-  const old = await readAgentOrFail(ctx, team, input.agentId);
+  const old = await withCountedUsage(ctx, await readAgentOrFail(ctx, team, input.agentId));
   const refused = (await refusal(ctx, old)) ?? (await teamBudgetRefusal(ctx, team));
   if (refused) return fail(refused);
   const budget = resumedBudget(old, budgetInput(input.budget, "budget"));

@@ -1,5 +1,6 @@
 import type { AgentState } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
+import { countedUsage } from "../usage/counted.ts";
 import { recordEnded, recordRunsEnded, recordSpawned } from "./history.ts";
 
 /**
@@ -45,12 +46,13 @@ export function agentEnded(
   status: EndedStatus,
   details: EndDetails,
 ): Promise<string[]> {
-  return asWarnings(ctx, "the end of the run in the agent history", () =>
-    recordEnded(ctx, agent.teamName, agent.agentId, status, {
+  return asWarnings(ctx, "the end of the run in the agent history", async () => {
+    const usage = await countedUsage(ctx, agent);
+    return recordEnded(ctx, agent.teamName, agent.agentId, status, {
       ...details,
-      ...(agent.usage ? { usage: agent.usage.totals } : {}),
-    }),
-  );
+      ...(usage ? { usage: usage.totals } : {}),
+    });
+  });
 }
 
 /** Agents declared inactive in one batch were interrupted: one history write for the batch. */
@@ -59,17 +61,19 @@ export async function agentsInterrupted(
   teamName: string,
   agents: readonly { agent: AgentState; reason: string }[],
 ): Promise<void> {
-  const warnings = await asWarnings(ctx, "the interrupted runs in the agent history", () =>
-    recordRunsEnded(
-      ctx,
-      teamName,
-      agents.map(({ agent, reason }) => ({
-        agentId: agent.agentId,
-        status: "interrupted",
-        reason,
-        ...(agent.usage ? { usage: agent.usage.totals } : {}),
-      })),
-    ),
-  );
+  const warnings = await asWarnings(ctx, "the interrupted runs in the agent history", async () => {
+    const ends = await Promise.all(
+      agents.map(async ({ agent, reason }) => {
+        const usage = await countedUsage(ctx, agent);
+        return {
+          agentId: agent.agentId,
+          status: "interrupted" as const,
+          reason,
+          ...(usage ? { usage: usage.totals } : {}),
+        };
+      }),
+    );
+    return recordRunsEnded(ctx, teamName, ends);
+  });
   for (const warning of warnings) ctx.log("warn", warning, { team: teamName });
 }

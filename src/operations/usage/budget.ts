@@ -8,6 +8,7 @@ import { isRunning } from "../liveness/heartbeat.ts";
 import { deliverInboxMessage } from "../messages/delivery.ts";
 import { notifyLeader, SYSTEM_SENDER } from "../messages/notify.ts";
 import { errorText } from "../result.ts";
+import { countedUsage } from "./counted.ts";
 import { budgetFraction, formatBudget, formatSpend } from "./totals.ts";
 import { teamSpend } from "./usage-view.ts";
 
@@ -144,8 +145,7 @@ async function stopForBudget(
       history: "budget",
     });
     if (!finished.ended) continue;
-    const read = await ctx.store.readAgent(team.name, agent.agentId);
-    const totals = (read.kind === "ok" ? read.value : agent).usage?.totals;
+    const totals = (await countedUsage(ctx, agent))?.totals;
     lines.push(
       `${agentLabel(agent)} was stopped: ${why}${totals ? ` (spent ${formatSpend(totals)})` : ""}. Tasks returned to pending: ${
         finished.reassignedTasks.length > 0 ? finished.reassignedTasks.join(", ") : "none"

@@ -1,7 +1,7 @@
 import { isoNow } from "../../clock.ts";
 import { assistantUsage } from "../../edges/message-usage.ts";
 import type { MessageUsage, OpencodeApi } from "../../edges/opencode-api.ts";
-import type { AgentState } from "../../state/schemas.ts";
+import type { AgentState, HeartbeatRecord } from "../../state/schemas.ts";
 import type { Budget } from "../../state/usage-schema.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
@@ -37,6 +37,8 @@ export function usageEvent(event: unknown): UsageEvent | undefined {
 
 /** A failed count of a session from the server is tried again at most this often (an unreachable server). */
 const RECOUNT_RETRY_MS = 5_000;
+/** How long whether a team has a budget is taken as known (see UsageCounter.budgeted). */
+const TEAM_REREAD_MS = 2_000;
 
 export interface UsageStats {
   /** Usage events about known sessions. */
@@ -72,6 +74,7 @@ export class UsageCounter {
   private readonly lastWrites = new Map<string, LastWrite>();
   /** Sessions whose trailing write is scheduled. */
   private readonly trailing = new Set<string>();
+  private readonly teamBudgets = new Map<string, { budgeted: boolean; at: number }>();
 
   constructor(
     private readonly ctx: TeamsContext,
@@ -159,48 +162,71 @@ export class UsageCounter {
     messages: Map<string, MessageUsage>,
     force = false,
   ): Promise<void> {
-    const sums = sumMessages(messages.values());
+    // Summed only when needed: most events of a busy stream fall inside a window and are not summed at all.
+    let summed: UsageSums | undefined;
+    const sums = () => {
+      summed ??= sumMessages(messages.values());
+      return summed;
+    };
     const now = this.ctx.clock.now();
     for (const owner of owners) {
       const key = `${owner.teamName}/${sessionId}`;
       const last = this.lastWrites.get(key);
       if (!force && last && !this.due(last, sums, now)) {
         this.stats.coalesced++;
-        this.writeLater(sessionId);
+        this.writeLater(sessionId, last.at + this.ctx.options.eventCoalesceMs - now);
         continue;
       }
-      const outcome = await this.write(owner.teamName, owner.agentId, sessionId, sums);
+      const outcome = await this.write(owner.teamName, owner.agentId, sessionId, sums());
       if (!outcome) continue;
       this.lastWrites.set(key, { at: now, budget: outcome.state.budget, base: outcome.state.usageBase });
       if (!outcome.changed) continue;
       this.stats.writes++;
-      await checkBudgets(this.ctx, outcome.state);
+      if (await this.budgeted(outcome.state)) await checkBudgets(this.ctx, outcome.state);
     }
   }
 
-  /** A change is written now when the last write is old enough, or when the agent is near its budget. */
-  private due(last: LastWrite, sums: UsageSums, now: number): boolean {
-    if (now - last.at >= this.ctx.options.eventCoalesceMs) return true;
-    if (!last.budget) return false;
-    return budgetFraction(runShare(sums, last.base).totals, last.budget) >= BUDGET_WARN_AT;
+  /**
+   * Whether a budget applies to the agent: its own, or its team's. Whether the team has one is read from its config at
+   * most every TEAM_REREAD_MS: a budget set on a team takes effect within that.
+   */
+  private async budgeted(agent: AgentState): Promise<boolean> {
+    if (agent.role === "leader") return false;
+    if (agent.budget) return true;
+    const now = this.ctx.clock.now();
+    const known = this.teamBudgets.get(agent.teamName);
+    if (known && now - known.at < TEAM_REREAD_MS) return known.budgeted;
+    const team = await this.ctx.store.readTeam(agent.teamName);
+    const budgeted = team.kind === "ok" && team.value.budget !== undefined;
+    this.teamBudgets.set(agent.teamName, { budgeted, at: now });
+    return budgeted;
   }
 
-  /** The session's last change, written once the coalescing window has passed (in the monitor's queue). */
-  private writeLater(sessionId: string): void {
+  /** A change is written now when the last write is old enough, or when the agent is near its budget. */
+  private due(last: LastWrite, sums: () => UsageSums, now: number): boolean {
+    if (now - last.at >= this.ctx.options.eventCoalesceMs) return true;
+    if (!last.budget) return false;
+    return budgetFraction(runShare(sums(), last.base).totals, last.budget) >= BUDGET_WARN_AT;
+  }
+
+  /** The session's last change, written when the window of its last write ends (in the monitor's queue). */
+  private writeLater(sessionId: string, waitMs: number): void {
     if (this.trailing.has(sessionId)) return;
     this.trailing.add(sessionId);
-    void this.ctx.clock.sleep(this.ctx.options.eventCoalesceMs, undefined, { background: true }).then(() =>
+    void this.ctx.clock.sleep(Math.max(0, waitMs), undefined, { background: true }).then(() =>
       this.enqueue(async () => {
         this.trailing.delete(sessionId);
         const messages = this.sessions.get(sessionId);
-        if (messages) await this.record(sessionId, await this.index.lookup(sessionId), messages, true);
+        // Due by now unless a write came meanwhile: then the change waits for that write's window.
+        if (messages) await this.record(sessionId, await this.index.lookup(sessionId), messages);
       }),
     );
   }
 
   /**
-   * Write the run's share under the agent's lock, when it changed. A record that was resumed hands the session on:
-   * its successor (by `resumedBy`, a few hops at most) is the one that counts now.
+   * Write the run's share into the agent's heartbeat slot (one in-place write) under the agent's lock, when it
+   * changed. A record that was resumed hands the session on: its successor (by `resumedBy`, a few hops at most) is the
+   * one that counts now. Returns the agent as a view shows it (its `usage` the new count).
    */
   private async write(
     teamName: string,
@@ -208,19 +234,28 @@ export class UsageCounter {
     sessionId: string,
     sums: UsageSums,
   ): Promise<{ state: AgentState; changed: boolean } | undefined> {
+    const { store, clock } = this.ctx;
     let id: string | undefined = agentId;
     for (let hop = 0; id !== undefined && hop < 8; hop++) {
       const current: string = id;
-      const outcome = await this.ctx.store.withAgentLock(teamName, current, async () => {
-        const read = await this.ctx.store.readAgent(teamName, current, { blocking: true });
+      const outcome = await store.withAgentLock(teamName, current, async () => {
+        const { agent: read, slot } = await store.readLiveness(teamName, current);
         if (read.kind !== "ok" || read.value.sessionId !== sessionId) return { done: undefined };
-        if (read.value.resumedBy) return { successor: read.value.resumedBy };
-        const run = runShare(sums, read.value.usageBase);
-        if (sameSums(read.value.usage, run)) return { done: { state: read.value, changed: false } };
-        const next: AgentState = { ...read.value, usage: { ...run, countedAt: isoNow(this.ctx.clock) } };
-        // Not flushed: a lost write is counted again from the server after a restart.
-        await this.ctx.store.writeAgent(next, { durable: false, blocking: true });
-        return { done: { state: next, changed: true } };
+        const agent = read.value;
+        if (agent.resumedBy) return { successor: agent.resumedBy };
+        const run = runShare(sums, agent.usageBase);
+        const counted = slot.record?.usage ?? agent.usage;
+        if (sameSums(counted, run)) return { done: { state: { ...agent, usage: counted }, changed: false } };
+        const usage = { ...run, countedAt: isoNow(clock) };
+        const record: HeartbeatRecord = slot.record ?? {
+          version: 1,
+          heartbeatTs: agent.heartbeatTs,
+          source: agent.heartbeatSource ?? "spawn",
+          updates: 0,
+        };
+        // Not flushed (as every heartbeat): a lost write is counted again from the server after a restart.
+        store.writeHeartbeat(teamName, current, { ...record, usage });
+        return { done: { state: { ...agent, usage }, changed: true } };
       });
       if ("done" in outcome) return outcome.done;
       id = outcome.successor;

@@ -1,8 +1,16 @@
 import type { AgentState } from "../../state/schemas.ts";
 import type { AgentUsage, Budget } from "../../state/usage-schema.ts";
 import { agentLabel } from "../agents/agent-words.ts";
+import type { TeamsContext } from "../context.ts";
 import { CallerError } from "../result.ts";
+import { countedUsage } from "./counted.ts";
 import { addSums, formatBudget, formatSpend, zeroTotals } from "./totals.ts";
+
+/** The agent file's state with its usage as last counted (the heartbeat slot holds it). */
+export async function withCountedUsage(ctx: TeamsContext, agent: AgentState): Promise<AgentState> {
+  const usage = await countedUsage(ctx, agent);
+  return usage ? { ...agent, usage } : agent;
+}
 
 /**
  * The continued run's budget: the new one, else the old run's afresh (a resumed run's usage starts from zero, as its
