@@ -94,6 +94,25 @@ function steps(n: number, ms = 0): string {
   return Array.from({ length: n }, () => (ms > 0 ? `@@sleep ${ms}\n${call}` : call)).join("\n");
 }
 
+/** Wait until the agent's counted usage equals what the server's messages say (writes are coalesced). */
+async function countedAs(
+  ctx: TeamsContext,
+  agentId: string,
+  expected: { tokens: number; cost: number; turns: number },
+) {
+  await waitFor(
+    async () => {
+      const totals = (await agent(ctx, agentId)).usage?.totals;
+      return (
+        totals?.turns === expected.turns &&
+        totals.total === expected.tokens &&
+        totals.costUsd === expected.cost
+      );
+    },
+    { timeoutMs: 20_000, message: `${agentId}'s usage to reach ${JSON.stringify(expected)}` },
+  );
+}
+
 async function leaderNotices(ctx: TeamsContext, leader: string): Promise<string[]> {
   return (await ctx.store.readInbox(TEAM, leader)).items.map((m) => m.text);
 }
@@ -122,9 +141,7 @@ test("real server: usage matches the server to the token and the cent, across a 
   expect(expected.turns).toBe(4);
   // The price in opencode.json: 10 x $1000/M + 5 x $2000/M per call.
   expect(expected.cost).toBeCloseTo(0.08, 10);
-  await waitFor(async () => (await agent(ctx, counted.agentId)).usage?.totals.turns === 4, {
-    timeoutMs: 20_000,
-  });
+  await countedAs(ctx, counted.agentId, expected);
   expect((await agent(ctx, counted.agentId)).usage?.totals).toMatchObject({
     total: expected.tokens,
     costUsd: expected.cost,
@@ -139,14 +156,10 @@ test("real server: usage matches the server to the token and the cent, across a 
   expect(afterGap.turns).toBe(7);
   expect((await agent(ctx, counted.agentId)).usage?.totals.turns).toBe(4);
   liveness = startLiveness(ctx, { reconnectInitialMs: 100, reconnectMaxMs: 500 });
-  await waitFor(async () => (await agent(ctx, counted.agentId)).usage?.totals.turns === 7, {
-    timeoutMs: 20_000,
-  });
+  await countedAs(ctx, counted.agentId, afterGap);
   await server.promptAndWait(counted.sessionId, steps(1), { timeoutMs: 60_000 });
   const final = await serverSpend(counted.sessionId);
-  await waitFor(async () => (await agent(ctx, counted.agentId)).usage?.totals.turns === final.turns, {
-    timeoutMs: 20_000,
-  });
+  await countedAs(ctx, counted.agentId, final);
   expect((await agent(ctx, counted.agentId)).usage?.totals).toMatchObject({
     total: final.tokens,
     costUsd: final.cost,
