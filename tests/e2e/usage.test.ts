@@ -21,17 +21,12 @@ import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { recordServerInfo } from "../helpers/server-info.ts";
-import { mockProviderConfig, useOpencode, waitFor } from "./harness/index.ts";
-
-const PRICED = mockProviderConfig();
-const provider = (PRICED.provider as Record<string, { models: Record<string, Record<string, unknown>> }>)
-  .mock;
-if (provider?.models["mock-model"]) provider.models["mock-model"].cost = { input: 1000, output: 2000 };
+import { pricedMockProvider, useOpencode, waitFor } from "./harness/index.ts";
 
 const OPTIONS = { background: false, eventCoalesceMs: 200, maxAgents: 2, promptRetryDelayMs: 500 };
 const fx = useOpencode({
   pluginOptions: { background: false },
-  config: { provider: PRICED.provider },
+  config: { provider: pricedMockProvider() },
   waitForTools: ["list-tasks"],
 });
 const TEAM = "spend";

@@ -2,12 +2,17 @@ import { isoNow } from "../../clock.ts";
 import { assistantUsage } from "../../edges/message-usage.ts";
 import type { MessageUsage, OpencodeApi } from "../../edges/opencode-api.ts";
 import type { AgentState, HeartbeatRecord } from "../../state/schemas.ts";
-import type { Budget } from "../../state/usage-schema.ts";
+import type { Budget, UsageTotals } from "../../state/usage-schema.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import type { SessionIndex, SessionOwner } from "../team/identity.ts";
 import { BUDGET_WARN_AT, checkBudgets } from "./budget.ts";
 import { budgetFraction, runShare, sameSums, sumMessages, type UsageSums } from "./totals.ts";
+
+/** `a` counts less than `b` in some respect: fewer turns, tokens or dollars. */
+function behind(a: UsageTotals, b: UsageTotals): boolean {
+  return a.turns < b.turns || a.total < b.total || a.costUsd < b.costUsd;
+}
 
 /** What an OpenCode event says about usage: an assistant message's latest values, or a message that was removed. */
 export type UsageEvent =
@@ -177,7 +182,7 @@ export class UsageCounter {
         this.writeLater(sessionId, last.at + this.ctx.options.eventCoalesceMs - now);
         continue;
       }
-      const outcome = await this.write(owner.teamName, owner.agentId, sessionId, sums());
+      const outcome = await this.write(owner.teamName, owner.agentId, sessionId, sums(), force);
       if (!outcome) continue;
       this.lastWrites.set(key, { at: now, budget: outcome.state.budget, base: outcome.state.usageBase });
       if (!outcome.changed) continue;
@@ -233,6 +238,7 @@ export class UsageCounter {
     agentId: string,
     sessionId: string,
     sums: UsageSums,
+    fromServer: boolean,
   ): Promise<{ state: AgentState; changed: boolean } | undefined> {
     const { store, clock } = this.ctx;
     let id: string | undefined = agentId;
@@ -245,7 +251,11 @@ export class UsageCounter {
         if (agent.resumedBy) return { successor: agent.resumedBy };
         const run = runShare(sums, agent.usageBase);
         const counted = slot.record?.usage ?? agent.usage;
-        if (sameSums(counted, run)) return { done: { state: { ...agent, usage: counted }, changed: false } };
+        // Another process that counted further (this one's events lag behind) is not undone; a count from the server
+        // is the truth and replaces whatever is there.
+        const stale = !fromServer && counted !== undefined && behind(run.totals, counted.totals);
+        if (stale || sameSums(counted, run))
+          return { done: { state: { ...agent, usage: counted }, changed: false } };
         const usage = { ...run, countedAt: isoNow(clock) };
         const record: HeartbeatRecord = slot.record ?? {
           version: 1,
