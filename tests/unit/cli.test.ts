@@ -80,12 +80,12 @@ describe("opencode-teams CLI", () => {
       usage: spent(500, 0.75),
     });
     const status = await cli(["status", "alpha"]);
-    expect(status.stdout).toMatch(/spender\s.*\s1500\s+\$0\.2500\n/);
+    expect(status.stdout).toMatch(/spender\s.*\s1500\s+\$0\.25\n/);
     expect(status.stdout).toContain("team alpha total: 2000 tokens, $1.00");
     const usage = await cli(["usage", "alpha"]);
     expect(usage.code).toBe(0);
     expect(usage.stdout).toMatch(
-      /spender\s+[0-9a-f]{8}\s+worker\s+active\s+\$1\.00\s+1495\s+5\s+0\s+0\s+1500\s+\$0\.2500\s+2/,
+      /spender\s+[0-9a-f]{8}\s+worker\s+active\s+\$1\.00\s+1495\s+5\s+0\s+0\s+1500\s+\$0\.25\s+2/,
     );
     expect(usage.stdout).toMatch(/mock\/mock-model\s+1990\s+10\s+0\s+0\s+2000\s+\$1\.00\s+4/);
     expect(usage.stdout).toContain("team total: 2000 tokens, $1.00 in 4 turns, no budget, maxAgents 8");

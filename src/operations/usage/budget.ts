@@ -149,7 +149,7 @@ async function stopForBudget(
     lines.push(
       `${agentLabel(agent)} was stopped: ${why}${totals ? ` (spent ${formatSpend(totals)})` : ""}. Tasks returned to pending: ${
         finished.reassignedTasks.length > 0 ? finished.reassignedTasks.join(", ") : "none"
-      }. Its work and worktree are kept; resume-agent with a new budget continues it on the same session.${finished.worktreeKept
+      }. Its work is kept (its worktree too, if it has one); resume-agent with a new budget continues it on the same session.${finished.worktreeKept
         .map((kept) => `\n${kept}.`)
         .join("")}`,
     );

@@ -99,8 +99,10 @@ export function budgetFraction(totals: UsageTotals, budget: Budget | undefined):
   return Math.round(Math.max(byUsd, byTokens) * 1e9) / 1e9;
 }
 
+/** Whole cents with two decimals ($0.10, $12.00); a fraction of a cent with four ($0.0123). */
 export function formatUsd(value: number): string {
-  return value >= 1 || value === 0 ? `$${value.toFixed(2)}` : `$${value.toFixed(4)}`;
+  const wholeCents = Math.abs(value * 100 - Math.round(value * 100)) < 1e-6;
+  return `$${value.toFixed(wholeCents || value >= 1 ? 2 : 4)}`;
 }
 
 export function formatBudget(budget: Budget): string {
