@@ -20,7 +20,8 @@ function modelName(info: Json): string {
   const provider = typeof info.providerID === "string" ? info.providerID : "";
   const model = typeof info.modelID === "string" ? info.modelID : "";
   const name = provider && model ? `${provider}/${model}` : model || provider || "unknown";
-  return name.slice(0, 200);
+  // A key of a plain object: "__proto__" would set its prototype instead of counting.
+  return name === "__proto__" ? "unknown" : name.slice(0, 200);
 }
 
 /**
