@@ -124,7 +124,8 @@ function settledPairs(batches: readonly Batch[]) {
 /**
  * 5. 50,000 events about 100 working agents, fed to the monitor as the OpenCode bus would, with the clock moving 10 ms
  * per event. Every agent is active already, so no event changes a status and each write is a coalesced heartbeat
- * (5b) or a coalesced write of the agent's usage (5c: a third of the events are assistant messages with their tokens).
+ * (5b), which also carries the agent's latest usage (a third of the events are assistant messages with their tokens),
+ * or one of the usage counter's own writes (5c: the first count of each agent, and a change no heartbeat carried).
  * Floor: the writes the monitor made (5b + 5c), as bare locked slot writes one after another (the monitor applies events
  * in order), over 100 slots; as events/s, the events over that time. The stream goes in batches of 500 events (the
  * queue drained after each, as between events on the bus), and after each batch as many floor writes as the batch
@@ -192,9 +193,15 @@ export async function benchMonitor(quick: boolean): Promise<Figure[]> {
       absolute: { text: `<= ${bound} (1/agent/5 s)`, ok: (m) => m <= bound },
       loadFree: true,
     }),
-    figure("5c", `usage writes for ${(EVENTS * EVENT_GAP_MS) / 1000} s of events`, "writes", usageWrites, {
-      absolute: { text: `<= ${bound} (1/agent/5 s)`, ok: (m) => m <= bound },
-      loadFree: true,
-    }),
+    figure(
+      "5c",
+      `usage writes of their own for ${(EVENTS * EVENT_GAP_MS) / 1000} s of events`,
+      "writes",
+      usageWrites,
+      {
+        absolute: { text: `<= ${bound} (1/agent/5 s)`, ok: (m) => m <= bound },
+        loadFree: true,
+      },
+    ),
   ];
 }

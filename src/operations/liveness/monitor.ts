@@ -388,7 +388,8 @@ export class EventMonitor {
     const isEvent = heartbeats && !resync;
     const source: HeartbeatSource = "source" in signal ? signal.source : "sdk_session_updated";
     if (heartbeats) {
-      store.writeHeartbeat(teamName, agentId, nextHeartbeat(slot, nowIso, source, { event: isEvent }));
+      const beat = nextHeartbeat(slot, nowIso, source, { event: isEvent });
+      store.writeHeartbeat(teamName, agentId, this.usage.carry(teamName, agent, beat, now));
     }
     let next: AgentState = agent;
     const desired = this.desiredStatus(signal, agent.status);

@@ -52,6 +52,8 @@ export interface UsageStats {
   writes: number;
   /** Changes left for the trailing write of their agent (see `record`). */
   coalesced: number;
+  /** Counts that went out with the monitor's heartbeat write of their agent (see `carry`), no write of their own. */
+  carried: number;
   /** Sessions counted from the server's message list. */
   recounts: number;
 }
@@ -72,7 +74,7 @@ interface LastWrite {
  * write.
  */
 export class UsageCounter {
-  readonly stats: UsageStats = { events: 0, writes: 0, coalesced: 0, recounts: 0 };
+  readonly stats: UsageStats = { events: 0, writes: 0, coalesced: 0, carried: 0, recounts: 0 };
   /** Sessions counted from the server in this process, each message at its latest value. */
   private readonly sessions = new Map<string, Map<string, MessageUsage>>();
   private readonly failedAt = new Map<string, number>();
@@ -87,6 +89,29 @@ export class UsageCounter {
     /** Runs a task in the monitor's queue, in order with the events. */
     private readonly enqueue: (task: () => Promise<void>) => void,
   ) {}
+  /**
+   * The monitor's heartbeat write of an agent takes the agent's latest count along (`record` is what it is about to
+   * write into the slot, under the agent's lock), so a busy agent costs one slot write per window, not two. Only for an
+   * agent without a budget whose team is known to have none: budgets are checked where the counter writes.
+   */
+  carry(teamName: string, agent: AgentState, record: HeartbeatRecord, now: number): HeartbeatRecord {
+    const messages = this.sessions.get(agent.sessionId);
+    if (!messages || agent.resumedBy || agent.budget) return record;
+    // Known to have no budget, and lately: once that is old the counter's own write looks again (see `budgeted`).
+    const team = this.teamBudgets.get(teamName);
+    if (team?.budgeted !== false || now - team.at >= TEAM_REREAD_MS) return record;
+    const run = runShare(sumMessages(messages.values()), agent.usageBase);
+    const counted = record.usage;
+    if (counted && (behind(run.totals, counted.totals) || sameSums(counted, run))) return record;
+    this.lastWrites.set(`${teamName}/${agent.sessionId}`, {
+      at: now,
+      budget: undefined,
+      base: agent.usageBase,
+    });
+    this.stats.carried++;
+    return { ...record, usage: { ...run, countedAt: new Date(now).toISOString() } };
+  }
+
   /** The stream had a gap: what this process counted may have missed messages, so every session is counted again. */
   forget(): void {
     this.sessions.clear();
