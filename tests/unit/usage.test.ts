@@ -113,6 +113,34 @@ describe("usage counting", () => {
     });
   });
 
+  test("the monitor's heartbeat write of an agent without a budget carries its latest usage: no write of its own", async () => {
+    await ctx.cleanup();
+    ({ ctx, ...lead } = await ledTeamContext({ eventCoalesceMs: 5_000 }));
+    monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
+    const agent = await addAgent(ctx, "alpha");
+    ctx.server.addSession({ id: agent.sessionId });
+    const part = (n: number) => ({
+      type: "message.part.updated",
+      properties: { part: { id: `prt_${n}`, sessionID: agent.sessionId, type: "text", text: "…" } },
+    });
+    await feed(updated(usage(agent.sessionId, "m1", 10, 5, 0.02)));
+    ctx.clock.advance(1_000);
+    await feed(updated(usage(agent.sessionId, "m2", 10, 5, 0.02)));
+    ctx.clock.advance(5_000);
+    await feed(part(1));
+    expect({ writes: monitor.usage.stats.writes, carried: monitor.usage.stats.carried }).toEqual({
+      writes: 1,
+      carried: 1,
+    });
+    expect((await counted(agent))?.totals).toMatchObject({ total: 30, turns: 2 });
+    // The trailing write of m2 finds it written and writes nothing.
+    for (let i = 0; i < 5; i++) {
+      await Bun.sleep(5);
+      await monitor.settled();
+    }
+    expect(monitor.usage.stats.writes).toBe(1);
+  });
+
   test("a session the plugin does not know is ignored: no write, no server call", async () => {
     ctx.server.calls.length = 0;
     await feed(updated(usage("ses_stranger", "msg_x", 1000, 1000, 5)));

@@ -43,7 +43,7 @@ export function usageEvent(event: unknown): UsageEvent | undefined {
 /** A failed count of a session from the server is tried again at most this often (an unreachable server). */
 const RECOUNT_RETRY_MS = 5_000;
 /** How long whether a team has a budget is taken as known (see UsageCounter.budgeted). */
-const TEAM_REREAD_MS = 2_000;
+const TEAM_REREAD_MS = 10_000;
 
 export interface UsageStats {
   /** Usage events about known sessions. */
@@ -124,6 +124,8 @@ export class UsageCounter {
     // Sessions the plugin does not know (the user's other sessions, another project's) are none of its business.
     if (owners.length === 0) return;
     this.stats.events++;
+    // Kept fresh while usage flows, so the monitor's heartbeat writes may carry counts (see `carry`).
+    for (const owner of owners) await this.teamBudgeted(owner.teamName);
     let messages = this.sessions.get(sessionId);
     if (!messages) {
       messages = await this.countFromServer(sessionId, owners);
@@ -223,12 +225,16 @@ export class UsageCounter {
   private async budgeted(agent: AgentState): Promise<boolean> {
     if (agent.role === "leader") return false;
     if (agent.budget) return true;
+    return this.teamBudgeted(agent.teamName);
+  }
+
+  private async teamBudgeted(teamName: string): Promise<boolean> {
     const now = this.ctx.clock.now();
-    const known = this.teamBudgets.get(agent.teamName);
+    const known = this.teamBudgets.get(teamName);
     if (known && now - known.at < TEAM_REREAD_MS) return known.budgeted;
-    const team = await this.ctx.store.readTeam(agent.teamName);
+    const team = await this.ctx.store.readTeam(teamName);
     const budgeted = team.kind === "ok" && team.value.budget !== undefined;
-    this.teamBudgets.set(agent.teamName, { budgeted, at: now });
+    this.teamBudgets.set(teamName, { budgeted, at: now });
     return budgeted;
   }
 
