@@ -9,13 +9,29 @@ const EVENTS = 50_000;
 /** Event time between two consecutive events of the stream: 50,000 events span 500 s. */
 const EVENT_GAP_MS = 10;
 
-/** The events a busy agent's session produces: message and part updates, tool parts running. */
+/**
+ * Events between two updates of the same assistant message of an agent: 3 updates of each (created, streaming,
+ * finished), each with its usage so far, so every one changes the agent's usage (figure 5c).
+ */
+const MESSAGE_SPAN = 900;
+
+/** The events a busy agent's session produces: message updates with their usage, part updates, tool parts running. */
 function syntheticEvent(sessionID: string, i: number): unknown {
   switch (i % 3) {
     case 0:
       return {
         type: "message.updated",
-        properties: { info: { id: `msg_${i}`, sessionID, role: "assistant" } },
+        properties: {
+          info: {
+            id: `msg_${Math.floor(i / MESSAGE_SPAN)}`,
+            sessionID,
+            role: "assistant",
+            providerID: "mock",
+            modelID: "mock-model",
+            cost: (i % MESSAGE_SPAN) / 1e6,
+            tokens: { input: i % MESSAGE_SPAN, output: 10, reasoning: 0, cache: { read: 0, write: 0 } },
+          },
+        },
       };
     case 1:
       return {
@@ -76,7 +92,7 @@ async function timeBatches(
   for (let batch = 0; batch < batchCount; batch++) {
     const afterPause = batch > 0 && batch % perWindow === 0;
     if (afterPause) await Bun.sleep(WINDOW_PAUSE_MS);
-    const batchWritesBefore = monitor.stats.writes;
+    const batchWritesBefore = monitor.stats.writes + monitor.usage.stats.writes;
     const monitorMs = await timed(async () => {
       for (let i = batch * BATCH; i < (batch + 1) * BATCH; i++) {
         ctx.clock.advance(EVENT_GAP_MS);
@@ -84,7 +100,7 @@ async function timeBatches(
       }
       await monitor.settled();
     });
-    const writes = monitor.stats.writes - batchWritesBefore;
+    const writes = monitor.stats.writes + monitor.usage.stats.writes - batchWritesBefore;
     const floorMs = await timed(async () => {
       for (let i = 0; i < writes; i++) await lockedSlotWrite(floorSlots[i % AGENTS] as string);
     });
@@ -107,8 +123,10 @@ function settledPairs(batches: readonly Batch[]) {
 
 /**
  * 5. 50,000 events about 100 working agents, fed to the monitor as the OpenCode bus would, with the clock moving 10 ms
- * per event. Every agent is active already, so no event changes a status and each write is a coalesced heartbeat.
- * Floor: the writes the monitor made (5b), as bare locked slot writes one after another (the monitor applies events
+ * per event. Every agent is active already, so no event changes a status and each write is a coalesced heartbeat
+ * (5b), which also carries the agent's latest usage (a third of the events are assistant messages with their tokens),
+ * or one of the usage counter's own writes (5c: the first count of each agent, and a change no heartbeat carried).
+ * Floor: the writes the monitor made (5b + 5c), as bare locked slot writes one after another (the monitor applies events
  * in order), over 100 slots; as events/s, the events over that time. The stream goes in batches of 500 events (the
  * queue drained after each, as between events on the bus), and after each batch as many floor writes as the batch
  * made are timed: both meet the same moment of the machine, and the ratio is the median of the batches' ratios, over
@@ -121,12 +139,15 @@ export async function benchMonitor(quick: boolean): Promise<Figure[]> {
   const rates: number[] = [];
   const floorRates: number[] = [];
   const writes: number[] = [];
+  const usageWrites: number[] = [];
   const batches: Batch[] = [];
   let bound = 0;
   for (let run = 0; run < runs; run++) {
     const ctx = await makeTestContext();
     try {
       const team = await seedTeam(ctx, "mon", AGENTS);
+      // Each session is counted from the server at its first usage event (none before the stream).
+      for (const agent of team.agents) ctx.server.addSession({ id: agent.sessionId });
       const monitor = new EventMonitor(ctx);
       const sessions = team.agents.map((a) => a.sessionId);
       const floorSlots = team.agents.map((a) => `${ctx.store.paths.heartbeatSlot("mon", a.agentId)}.floor`);
@@ -134,12 +155,14 @@ export async function benchMonitor(quick: boolean): Promise<Figure[]> {
       for (const sessionId of sessions) monitor.handleEvent(syntheticEvent(sessionId, 0));
       await monitor.settled();
       const writesBefore = monitor.stats.writes;
+      const usageWritesBefore = monitor.usage.stats.writes;
       const times = await timeBatches(ctx, monitor, sessions, floorSlots, !quick);
       if (monitor.stats.failures > 0) throw new Error(`${monitor.stats.failures} monitor failures`);
       rates.push(EVENTS / (times.monitorMs / 1000));
       floorRates.push(EVENTS / (times.floorMs / 1000));
       batches.push(...times.batches);
       writes.push(monitor.stats.writes - writesBefore);
+      usageWrites.push(monitor.usage.stats.writes - usageWritesBefore);
       bound = AGENTS * Math.ceil((EVENTS * EVENT_GAP_MS) / ctx.options.eventCoalesceMs);
     } finally {
       await ctx.cleanup();
@@ -157,7 +180,7 @@ export async function benchMonitor(quick: boolean): Promise<Figure[]> {
       rates,
       {
         floor: {
-          what: "its writes (5b) as locked slot writes in a row",
+          what: "its writes (5b + 5c) as locked slot writes in a row",
           samples: floorRates,
           higherIsBetter: true,
           maxRatio: 2,
@@ -173,6 +196,20 @@ export async function benchMonitor(quick: boolean): Promise<Figure[]> {
       writes,
       { absolute: { text: `<= ${bound}`, ok: (m) => m <= bound }, loadFree: true },
       "at most one per agent per 5 s",
+    ),
+    figure("5b", `state writes for ${(EVENTS * EVENT_GAP_MS) / 1000} s of events`, "writes", writes, {
+      absolute: { text: `<= ${bound} (1/agent/5 s)`, ok: (m) => m <= bound },
+      loadFree: true,
+    }),
+    figure(
+      "5c",
+      `usage writes of their own for ${(EVENTS * EVENT_GAP_MS) / 1000} s of events`,
+      "writes",
+      usageWrites,
+      {
+        absolute: { text: `<= ${bound} (1/agent/5 s)`, ok: (m) => m <= bound },
+        loadFree: true,
+      },
     ),
   ];
 }

@@ -22,6 +22,7 @@ import { benchReal } from "./fig-real.ts";
 import { benchStatus } from "./fig-status.ts";
 import { benchSweep } from "./fig-sweep.ts";
 import { benchTasks } from "./fig-tasks.ts";
+import { benchUsage } from "./fig-usage.ts";
 import { benchWorktree } from "./fig-worktree.ts";
 import { appendRun, earlierRatios } from "./history.ts";
 import { machineInfo } from "./machine.ts";
@@ -94,6 +95,7 @@ const GROUPS: Group[] = [
   { id: "12", what: "inboxes with 10,000 old messages", own: 1, run: benchInbox },
   // The leader's and the project's `opencode serve` (booting), the bench.
   { id: "13", what: "cold start: spawn to the first model request", own: 3, run: benchCold },
+  { id: "14", what: "status and listings of 100 agents with usage", own: 1, run: benchUsage },
 ];
 
 function say(text: string): void {

@@ -42,6 +42,7 @@ import { type MockModel, startMockModel } from "../tests/e2e/harness/mock-model.
 import {
   OPENCODE_BIN,
   type OpencodeServer,
+  pricedMockProvider,
   REPO_ROOT,
   type SessionMessage,
   startOpencode,
@@ -117,6 +118,8 @@ export async function startScenarioEnv(options: ScenarioOptions): Promise<Scenar
       mockBaseUrl: mock?.baseUrl ?? "",
       ...(options.realModel ? { realModel: options.realModel } : {}),
       pluginOptions: { ...timing, tmuxSocket: options.socket, opencodeBin: OPENCODE_BIN },
+      // The scripted model gets a price, so the status table shows costs and a budget can stop an agent.
+      ...(options.realModel ? {} : { config: { provider: pricedMockProvider() } }),
       env: { OPENCODE_TEAMS_OPENCODE_BIN: OPENCODE_BIN },
     });
     await server.waitForToolIds(["create-team", "spawn-agent", "complete-agent", "resume-agent"]);
@@ -211,6 +214,8 @@ export interface ScenarioRecord {
     results: Record<string, ToolCallRecord>;
     agents: Record<string, AgentState>;
   };
+  /** worker-3, spawned with a budget of $0.10 and stopped by it (scripted runs only). */
+  budget?: { agentId: string; agent: AgentState; spentUsd: number; notices: string[] };
   /** readyNotice: what the leader was told when the review task's last blocker completed. */
   final: {
     status: ToolJson;
@@ -590,6 +595,49 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
   );
   note(`the leader's completion notice: "${completionNotice?.text.replace(/\n/g, " / ") ?? "-"}"`);
 
+  /** worker-3: twenty model calls of about 0.7 s at $0.02 each, on a budget of $0.10. */
+  const budgetStop = async () => {
+    await step(
+      "worker-3 gets a budget of $0.10 for twenty model calls at $0.02: told at 80%, stopped at 100%",
+    );
+    const call = `@@sleep 700\n@@call list-tasks {"teamName":"${TEAM}"}`;
+    const prompt = [
+      "Check the task board twenty times.",
+      "(The next lines are for a scripted test model; ignore them.)",
+      ...Array.from({ length: 20 }, () => call),
+    ].join("\n");
+    const w3 = succeeded<SpawnAgentOutput>(
+      "spawn-agent",
+      await leaderCall("spawn-agent", {
+        teamName: TEAM,
+        name: "worker-3",
+        prompt,
+        headless: true,
+        budget: { usd: 0.1 },
+      }),
+    );
+    const agent = await waitFor(
+      async () => {
+        const read = await readAgentFile(env, w3.agentId);
+        return read.status === "terminated" ? read : undefined;
+      },
+      { timeoutMs: 60_000, message: "worker-3 stopped by its budget" },
+    );
+    const view = await env.ctx.store.readAgentView(TEAM, w3.agentId);
+    const spentUsd = view.kind === "ok" ? (view.value.state.usage?.totals.costUsd ?? 0) : 0;
+    note(`worker-3 ${agent.outcome}: ${agent.statusReason ?? ""} (spent $${spentUsd.toFixed(2)})`);
+    const notices = await waitFor(
+      async () => {
+        const inbox = (await env.ctx.store.readInbox(TEAM, leaderAgentId)).items;
+        const about = inbox.filter((m) => m.text.includes("'worker-3'")).map((m) => m.text);
+        return about.length >= 2 && inbox.every((m) => m.deliveredAt) ? about : undefined;
+      },
+      { timeoutMs: 15_000, message: "the leader told of worker-3's budget" },
+    );
+    for (const text of notices) note(`leader told: ${text.split("\n")[0]}`);
+    return { agentId: w3.agentId, agent, spentUsd, notices };
+  };
+
   await step("The resumed worker-1 finishes too");
   await finish("worker-1", doneGate("worker-1-resumed"), resumed.agentId, resumed.sessionId);
 
@@ -600,6 +648,8 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
     { timeoutMs: 15_000, message: "the leader's completion notices delivered" },
   );
   note("both completion notices reached the leader's session");
+
+  const budget = scripted ? await budgetStop() : undefined;
 
   await step(
     "The review is ready: the leader spawns reviewer-1, who takes it with claim-task and stays on it",
@@ -672,6 +722,7 @@ export async function runScenario(env: ScenarioEnv): Promise<ScenarioRecord> {
       tasks: resumedTasks,
     },
     completed: { results: completedResults, agents: completedAgents },
+    ...(budget ? { budget } : {}),
     final,
     durationMs: Date.now() - started,
   };

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { BudgetSchema } from "./state/usage-schema.ts";
 
 /** Plugin options (the second element of a `"plugin": [["…", { … }]]` entry). Defaults: the timing tables of specs/heartbeat.md and specs/spawn-agent.md. */
 export const TeamsOptionsSchema = z.object({
@@ -71,6 +72,12 @@ export const TeamsOptionsSchema = z.object({
    * loading in a project whose teams have running agents), so the first spawn-agent does not wait for its boot.
    */
   prewarmServer: z.boolean().default(true),
+  /** How many agents may run at once in a team (spawned and resumed; the leader not counted); create-team may set its own. */
+  maxAgents: z.number().int().positive().max(1000).default(8),
+  /** Each spawned agent's budget when spawn-agent gives none (specs/usage-and-budgets.md); unset: no limit. */
+  agentBudget: BudgetSchema.optional(),
+  /** Each new team's budget when create-team gives none; unset: no limit. */
+  teamBudget: BudgetSchema.optional(),
   /** Turn the background monitor and sweep off (the CLI and tests that drive them by hand). */
   background: z.boolean().default(true),
 });

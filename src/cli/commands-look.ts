@@ -1,9 +1,12 @@
+import { CallerError } from "../operations/result.ts";
+import { setTeamLimits } from "../operations/usage/limits.ts";
 import { resolveAgent, teamOrFail } from "./agent-ref.ts";
 import { type CommandSpec, UsageError } from "./command.ts";
 import { collectHistory, renderHistory } from "./history.ts";
 import { collectInbox, renderInbox } from "./messages.ts";
 import { collectStatus, renderStatus, watchHeader } from "./status.ts";
 import { collectTasks, renderTasks } from "./tasks.ts";
+import { collectUsage, limitsFromOptions, renderUsage } from "./usage.ts";
 import { collectDiff, collectWorktrees, renderDiff, renderWorktrees } from "./worktrees.ts";
 
 /** `watch --interval`: seconds between frames; below half a second the table only flickers. */
@@ -83,6 +86,43 @@ export const LOOK_COMMANDS: CommandSpec[] = [
       if (team) await teamOrFail(ctx, team);
       const report = await collectTasks(ctx, team);
       show(report, () => renderTasks(report, paint));
+      return 0;
+    },
+  },
+  {
+    name: "usage",
+    args: "[team] [--budget-usd <n>] [--budget-tokens <n>] [--max-agents <n>]",
+    summary:
+      "Tokens and cost per agent, per model and per team (the leader apart), with budgets and the cap.",
+    details: [
+      "Read from the state files only: the plugin counts usage from the OpenCode event stream.",
+      "--budget-usd, --budget-tokens and --max-agents (with a team) change the team's limits: yours to decide,",
+      "no tool lets a model raise them. Agents a budget stopped stay stopped until resumed.",
+    ],
+    options: {
+      "budget-usd": { type: "string", valueName: "n", help: "the team's budget in US dollars" },
+      "budget-tokens": { type: "string", valueName: "n", help: "the team's budget in tokens" },
+      "max-agents": { type: "string", valueName: "n", help: "how many agents the team may run at once" },
+    },
+    examples: [
+      "opencode-teams usage",
+      "opencode-teams usage my-team --json",
+      "opencode-teams usage my-team --budget-usd 5 --max-agents 4",
+    ],
+    json: true,
+    arity: [0, 1],
+    async run({ ctx, args, values, paint, show }) {
+      const [team] = args;
+      if (team) await teamOrFail(ctx, team);
+      const limits = limitsFromOptions(values);
+      if (limits) {
+        if (!team) throw new UsageError("name the team whose limits you change");
+        await setTeamLimits(ctx, team, limits).catch((error: unknown) => {
+          throw error instanceof CallerError ? new UsageError(error.message) : error;
+        });
+      }
+      const report = await collectUsage(ctx, team);
+      show(report, () => renderUsage(report, paint));
       return 0;
     },
   },

@@ -11,6 +11,7 @@ const HISTORY_STYLE: Record<HistoryEntry["status"], Style> = {
   resumed: "cyan",
   failed: "magenta",
   timeout: "yellow",
+  budget: "yellow",
 };
 
 export async function collectHistory(ctx: TeamsContext, teamName: string) {

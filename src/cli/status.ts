@@ -1,7 +1,10 @@
 import { listUnknownAgents } from "../operations/agents/unknown-agents.ts";
 import type { TeamsContext } from "../operations/context.ts";
 import { waitingView } from "../operations/liveness/waiting.ts";
+import { formatUsd } from "../operations/usage/totals.ts";
+import { teamSpend } from "../operations/usage/usage-view.ts";
 import { healthOf } from "../operations/views/list-agents.ts";
+import type { UsageTotals } from "../state/usage-schema.ts";
 import { shortId } from "./agent-ref.ts";
 import {
   type Cell,
@@ -33,6 +36,9 @@ export interface StatusRow {
   waiting: string | null;
   /** Why its model cannot work, e.g. `auth: APIError (HTTP 401): ...`; null when it works. */
   failing: string | null;
+  /** Its run's tokens (every kind) and cost in USD, as counted from the event stream; null before its first turn. */
+  tokens: number | null;
+  costUsd: number | null;
 }
 
 function waitingText(state: Parameters<typeof waitingView>[0]): string | null {
@@ -46,6 +52,8 @@ export interface StatusReport {
   generatedAt: string;
   teams: string[];
   agents: StatusRow[];
+  /** Per team: every run of its agents summed (ended ones too), the leader's session apart. */
+  totals: { team: string; agents: UsageTotals; leader: UsageTotals | null }[];
   warnings: string[];
 }
 
@@ -60,12 +68,15 @@ export async function collectStatus(
   const teams = teamName ? [teamName] : await ctx.store.listTeamNames();
   const now = ctx.clock.now();
   const agents: StatusRow[] = [];
+  const totals: StatusReport["totals"] = [];
   const warnings: string[] = [];
   for (const team of teams) {
     const config = await ctx.store.readTeam(team);
     if (config.kind === "missing") throw new Error(`Team '${team}' does not exist`);
     const listed = await ctx.store.listAgentViews(team);
     warnings.push(...listed.warnings);
+    const spend = teamSpend(listed.items.map((view) => view.state));
+    totals.push({ team, agents: spend.agents.totals, leader: spend.leader?.totals ?? null });
     const board = await ctx.store.readTasks(team);
     const tasks = board.kind === "ok" ? board.value.tasks : [];
     const held = (agentId: string) =>
@@ -92,6 +103,8 @@ export async function collectStatus(
         waiting: waitingText(state),
         failing: state.failing ? `${state.failing.kind}: ${state.failing.error}` : null,
         unread: await unreadOf(state.agentId),
+        tokens: state.usage?.totals.total ?? null,
+        costUsd: state.usage?.totals.costUsd ?? null,
       });
     }
     // Agents whose state file is damaged: shown on every run, with what their traces tell.
@@ -115,10 +128,12 @@ export async function collectStatus(
         waiting: null,
         failing: null,
         unread: await unreadOf(agent.agentId),
+        tokens: null,
+        costUsd: null,
       });
     }
   }
-  return { generatedAt: new Date(now).toISOString(), teams, agents, warnings };
+  return { generatedAt: new Date(now).toISOString(), teams, agents, totals, warnings };
 }
 
 export function renderStatus(report: StatusReport, paint: Painter): string {
@@ -136,6 +151,8 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
     { text: row.tasks.join(",") || "-" },
     { text: row.waiting ?? "-", max: 60, ...(row.waiting ? { style: "yellow" as const } : {}) },
     { text: row.unread > 0 ? String(row.unread) : "-", style: row.unread > 0 ? "yellow" : undefined },
+    { text: row.tokens === null ? "-" : String(row.tokens) },
+    { text: row.costUsd === null ? "-" : formatUsd(row.costUsd) },
   ]);
   const table = renderTable(
     [
@@ -151,6 +168,8 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
       "TASK",
       "WAITING",
       "UNREAD",
+      "TOKENS",
+      "COST",
     ],
     rows,
     paint,
@@ -161,7 +180,15 @@ export function renderStatus(report: StatusReport, paint: Painter): string {
       ? [paint(terminalLine(`${row.name} (${row.agentId}): model failing, ${row.failing}`, 300), "magenta")]
       : [],
   );
-  return [table, ...failing, ...renderWarnings(report.warnings, paint)].join("\n");
+  return [table, ...failing, ...report.totals.map(totalLine), ...renderWarnings(report.warnings, paint)].join(
+    "\n",
+  );
+}
+
+/** One line per team under the table: its agents' usage (every run, ended ones too), the leader's apart. */
+function totalLine({ team, agents, leader }: StatusReport["totals"][number]): string {
+  const own = leader ? `; leader ${leader.total} tokens, ${formatUsd(leader.costUsd)}` : "";
+  return `team ${team} total: ${agents.total} tokens, ${formatUsd(agents.costUsd)}${own} (opencode-teams usage ${team})`;
 }
 
 /** The header line of one `watch` frame. */

@@ -16,10 +16,18 @@ export interface ModelRef {
   modelID: string;
 }
 
-export interface SessionUsage {
-  messages: number;
-  tokensIn: number;
-  tokensOut: number;
+/** One assistant message's usage as OpenCode priced it (`AssistantMessage.cost`, `.tokens`). */
+export interface MessageUsage {
+  sessionId: string;
+  messageId: string;
+  /** `provider/model` that answered. */
+  model: string;
+  input: number;
+  output: number;
+  reasoning: number;
+  cacheRead: number;
+  cacheWrite: number;
+  /** USD; 0 for a model the configuration gives no price. */
   cost: number;
 }
 
@@ -78,7 +86,8 @@ export interface OpencodeApi {
   answerQuestion(request: PendingRequestRef, answers: readonly string[] | undefined): Promise<void>;
   /** The text of every user message of the session, oldest first (a message's text parts joined with "\n"). */
   userMessageTexts(sessionId: string): Promise<string[]>;
-  usage(sessionId: string): Promise<SessionUsage>;
+  /** Every assistant message's usage in the session (`GET /session/{id}/message`), oldest first. */
+  messageUsage(sessionId: string): Promise<MessageUsage[]>;
   /**
    * The server's event stream, for every directory it serves. Ends when the server closes it or `signal` aborts; callers reconnect themselves
    * (OpenCode keeps no replay, so re-read sessionStatuses() after every reconnect).

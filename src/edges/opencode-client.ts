@@ -1,11 +1,12 @@
 import { createOpencodeClient, type Event, type OpencodeClient } from "@opencode-ai/sdk";
+import { assistantUsage } from "./message-usage.ts";
 import type {
+  MessageUsage,
   ModelRef,
   OpencodeApi,
   PendingRequest,
   PendingRequestRef,
   SessionStatuses,
-  SessionUsage,
 } from "./opencode-api.ts";
 
 export interface OpencodeClientOptions {
@@ -260,14 +261,11 @@ export class SdkOpencodeApi implements OpencodeApi {
     return texts;
   }
 
-  async usage(sessionId: string): Promise<SessionUsage> {
-    const messages = await this.messages(sessionId);
-    const usage: SessionUsage = { messages: messages.length, tokensIn: 0, tokensOut: 0, cost: 0 };
-    for (const { info } of messages) {
-      if (info.role !== "assistant") continue;
-      usage.tokensIn += info.tokens.input;
-      usage.tokensOut += info.tokens.output;
-      usage.cost += info.cost;
+  async messageUsage(sessionId: string): Promise<MessageUsage[]> {
+    const usage: MessageUsage[] = [];
+    for (const { info } of await this.messages(sessionId)) {
+      const counted = assistantUsage(info);
+      if (counted) usage.push(counted);
     }
     return usage;
   }

@@ -44,7 +44,7 @@ export class UnavailableOpencodeApi implements OpencodeApi {
   async userMessageTexts(): Promise<never> {
     this.refuse();
   }
-  async usage(): Promise<never> {
+  async messageUsage(): Promise<never> {
     this.refuse();
   }
   // biome-ignore lint/correctness/useYield: an unavailable server has no events; the generator fails at once.

@@ -23,8 +23,10 @@ export function viewOf(
   heartbeat: { record?: HeartbeatRecord; warning?: string },
 ) {
   if (state.kind !== "ok") return state;
+  const usage = heartbeat.record?.usage;
   const view: AgentView = {
-    state: state.value,
+    // The slot holds the usage the event stream counts (specs/usage-and-budgets.md); a view shows it on the state.
+    state: usage ? { ...state.value, usage } : state.value,
     heartbeat: heartbeat.record,
     heartbeatTs: effectiveHeartbeatTs(state.value, heartbeat.record),
   };

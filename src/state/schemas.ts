@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { AgentUsageSchema, BudgetNoticeSchema, BudgetSchema, UsageTotalsSchema } from "./usage-schema.ts";
 
 /** Every file we write carries this, so a later format change can migrate instead of guessing. */
 export const SCHEMA_VERSION = 1;
@@ -53,6 +54,11 @@ export const TeamConfigSchema = z.object({
   keepPanes: z.boolean().default(false),
   /** spawn-agent's default for `worktree`: each agent in its own git worktree (specs/worktrees.md). */
   worktrees: z.boolean().optional(),
+  /** What the team's agents together may spend, and how far the leader was told (specs/usage-and-budgets.md). */
+  budget: BudgetSchema.optional(),
+  budgetNotice: BudgetNoticeSchema.optional(),
+  /** How many agents may run at once; the plugin option `maxAgents` when absent. */
+  maxAgents: z.number().int().positive().optional(),
   members: z.array(TeamMemberSchema),
 });
 export type TeamConfig = z.infer<typeof TeamConfigSchema>;
@@ -176,7 +182,17 @@ export const AgentStateSchema = z.object({
   resumeClaimPid: z.number().int().positive().optional(),
   resumeClaimHost: z.string().optional(),
   /** How the agent's run ended, once it did; history is rebuilt from this when agent-history.json is damaged. */
-  outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed"]).optional(),
+  outcome: z.enum(["completed", "failed", "timeout", "interrupted", "killed", "budget"]).optional(),
+  /**
+   * What this run spent (specs/usage-and-budgets.md). Counted into the heartbeat slot; the store's views put the
+   * slot's count here, so a reader of a view finds it on the state; absent before any.
+   */
+  usage: AgentUsageSchema.optional(),
+  /** A resumed run's session had spent this before the run began: `usage` is what the session spent since. */
+  usageBase: AgentUsageSchema.optional(),
+  /** What this run may spend before it is stopped, and how far it was told. */
+  budget: BudgetSchema.optional(),
+  budgetNotice: BudgetNoticeSchema.optional(),
   shutdownRequestedAt: isoDate.optional(),
   /**
    * Until when the graceful kill's caller waits for the confirmation. Its caller may die before (a cut-off tool call,
@@ -212,6 +228,11 @@ export const HeartbeatRecordSchema = z.object({
    * for a busy session: caps how long "busy" alone keeps an agent alive.
    */
   lastEventAt: isoDate.optional(),
+  /**
+   * The run's usage as last counted (specs/usage-and-budgets.md): kept in the slot, rewritten in place, because the
+   * event stream updates it as often as a heartbeat; readers see it as AgentState.usage (TeamStore's views).
+   */
+  usage: AgentUsageSchema.optional(),
 });
 export type HeartbeatRecord = z.infer<typeof HeartbeatRecordSchema>;
 
@@ -314,6 +335,7 @@ export const HistoryStatusSchema = z.enum([
   "resumed",
   "failed",
   "timeout",
+  "budget",
 ]);
 export type HistoryStatus = z.infer<typeof HistoryStatusSchema>;
 
@@ -332,6 +354,8 @@ export const HistoryEntrySchema = z.object({
   resumed_by: z.string().optional(),
   summary: z.string().optional(),
   reason: z.string().optional(),
+  /** What the run spent, as counted when it ended. */
+  usage: UsageTotalsSchema.optional(),
 });
 export type HistoryEntry = z.infer<typeof HistoryEntrySchema>;
 

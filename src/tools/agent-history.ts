@@ -14,7 +14,7 @@ export function agentHistoryTool(ctx: TeamsContext) {
       teamName: z.string().min(1).describe("Team name"),
       plan: z.string().optional().describe("Only entries for this plan"),
       status: z
-        .enum(["spawned", "completed", "interrupted", "resumed", "failed", "timeout"])
+        .enum(["spawned", "completed", "interrupted", "resumed", "failed", "timeout", "budget"])
         .optional()
         .describe("Only entries with this status"),
       limit: z.number().int().min(1).max(1000).optional().describe("At most this many entries"),

@@ -2,6 +2,7 @@ import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
 import { prewarmProjectServer } from "../operations/server/prewarm.ts";
 import { createTeam } from "../operations/team/team.ts";
+import { budgetArg } from "./budget-arg.ts";
 import createTeamDescription from "./create-team.txt";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
@@ -19,6 +20,13 @@ export function createTeamTool(ctx: TeamsContext) {
         .boolean()
         .optional()
         .describe("Spawn every agent in its own git worktree unless spawn-agent says otherwise"),
+      budget: budgetArg(
+        "What all the team's agents together may spend; at 100% every running agent is stopped and spawns are refused",
+      ),
+      maxAgents: z
+        .number()
+        .optional()
+        .describe("How many agents may run at once (default: the plugin option maxAgents)"),
     },
     execute: (args, context) =>
       runTool(

@@ -13,6 +13,7 @@ export function toolDescription(template: string, options: TeamsOptions, extra: 
     staleSeconds: terms.staleSeconds,
     graceMisses: terms.graceMisses,
     shutdownTimeoutSeconds: Math.round(options.shutdownTimeoutMs / 1000),
+    maxAgents: options.maxAgents,
     ...extra,
   };
   return template.trim().replace(/\{(\w+)\}/g, (whole, name: string) => {

@@ -1,6 +1,7 @@
 import { tool } from "@opencode-ai/plugin";
 import { RESUME_PROMPT_MAX, resumeAgent } from "../operations/agents/resume.ts";
 import type { TeamsContext } from "../operations/context.ts";
+import { budgetArg } from "./budget-arg.ts";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
 import resumeAgentDescription from "./resume-agent.txt";
@@ -30,6 +31,9 @@ export function resumeAgentTool(ctx: TeamsContext) {
           'Continue on this model: "provider/model", or a model id together with providerId. Defaults to the model it had.',
         ),
       providerId: z.string().optional().describe('Provider ID override (e.g., "anthropic")'),
+      budget: budgetArg(
+        "What the continued run may spend (counted from the resume on); required for an agent its budget stopped, else its old budget applies afresh",
+      ),
     },
     execute: (args, context) =>
       runTool(

@@ -1,6 +1,7 @@
 import { tool } from "@opencode-ai/plugin";
 import { spawnAgent } from "../operations/agents/spawn.ts";
 import type { TeamsContext } from "../operations/context.ts";
+import { budgetArg } from "./budget-arg.ts";
 import { toolDescription } from "./description.ts";
 import { runTool } from "./result.ts";
 import spawnAgentDescription from "./spawn-agent.txt";
@@ -49,6 +50,9 @@ export function spawnAgentTool(ctx: TeamsContext) {
         .positive()
         .optional()
         .describe("How long the agent may run before it counts as timed out"),
+      budget: budgetArg(
+        "What the agent may spend: at 80% it is asked to wrap up and you are told, at 100% it is stopped mid-turn",
+      ),
     },
     execute: (args, context) =>
       runTool(

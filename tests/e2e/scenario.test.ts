@@ -162,6 +162,16 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
     expect(r.completed.agents[name]).toMatchObject({ status: "terminated", outcome: "completed" });
   }
 
+  // worker-3 ran on a budget of $0.10 (the scripted model is priced at $0.02 a call): the leader was told at 80% and
+  // at 100%, and it was stopped within one model call of it.
+  const budget = r.budget;
+  if (!budget) throw new Error("the scripted scenario stops worker-3 by its budget");
+  expect(budget.agent).toMatchObject({ status: "terminated", outcome: "budget" });
+  expect(budget.spentUsd).toBeGreaterThanOrEqual(0.1);
+  expect(budget.spentUsd).toBeLessThanOrEqual(0.12 + 1e-9);
+  expect(budget.notices.some((text) => text.includes("80% of its budget"))).toBe(true);
+  expect(budget.notices.some((text) => text.includes("was stopped"))).toBe(true);
+
   // Final state, exactly (the leader and the reviewer are active or idle depending on whether a turn still runs).
   const finalAgents = (r.final.status.agents as StatusAgent[]).map(({ agentId, name, status }) => ({
     agentId,
@@ -179,17 +189,23 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
         { agentId: w1.agentId, name: "worker-1", status: "terminated" },
         { agentId: w2.agentId, name: "worker-2", status: "terminated" },
         { agentId: resumed.agentId, name: "worker-1", status: "terminated" },
+        { agentId: budget.agentId, name: "worker-3", status: "terminated" },
         { agentId: r.reviewer.agentId, name: "reviewer-1", status: "live" },
       ].map((a) => JSON.stringify(a)),
     ),
   );
-  expect(r.final.status.summary).toMatchObject({ total: 5, inactive: 0, shuttingDown: 0, terminated: 3 });
+  expect(r.final.status.summary).toMatchObject({ total: 6, inactive: 0, shuttingDown: 0, terminated: 4 });
+  // Every ended worker's usage is counted; the team's total is the sum of its runs.
+  const usage = r.final.status.agents as { name: string; usage: { cost_usd: number | null } }[];
+  for (const a of usage.filter((u) => u.name !== "leader" && u.name !== "reviewer-1"))
+    expect(a.usage.cost_usd).toBeGreaterThan(0);
   const outcomes = Object.fromEntries(r.final.agents.map((a) => [a.agentId, [a.status, a.outcome ?? null]]));
   expect(outcomes).toEqual({
     [leaderId ?? ""]: [expect.any(String), null],
     [w1.agentId]: ["terminated", "interrupted"],
     [w2.agentId]: ["terminated", "completed"],
     [resumed.agentId]: ["terminated", "completed"],
+    [budget.agentId]: ["terminated", "budget"],
     [r.reviewer.agentId]: [expect.any(String), null],
   });
   // The review, planned to wait for both, is ready once both are done (the leader was told so) and the reviewer
@@ -204,17 +220,19 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
     'Tasks now ready after worker-1\'s update: task-3 "Review the parser and its tests"',
   );
   const entries = r.final.history.entries as Record<string, unknown>[];
-  expect(r.final.history).toMatchObject({ success: true, total: 4 });
+  expect(r.final.history).toMatchObject({ success: true, total: 5 });
   expect(entries.map((e) => [e.agent_id, e.name, e.status, e.resumes ?? null, e.resumed_by ?? null])).toEqual(
     [
       [r.reviewer.agentId, "reviewer-1", "spawned", null, null],
+      [budget.agentId, "worker-3", "budget", null, null],
       [resumed.agentId, "worker-1", "completed", w1.agentId, null],
       [w2.agentId, "worker-2", "completed", null, null],
       [w1.agentId, "worker-1", "resumed", null, resumed.agentId],
     ],
   );
-  expect(entries[1]).toMatchObject({ summary: "worker-1 finished task-1" });
-  expect(entries[2]).toMatchObject({ summary: "worker-2 finished task-2" });
+  expect((entries[1]?.usage as { costUsd: number } | undefined)?.costUsd).toBeGreaterThanOrEqual(0.1);
+  expect(entries[2]).toMatchObject({ summary: "worker-1 finished task-1" });
+  expect(entries[3]).toMatchObject({ summary: "worker-2 finished task-2" });
 
   // The demo cleaned up: no tmux server on its socket, no process it started, no temp dirs.
   expect(tmux.serverRunning(socket)).toBe(false);
@@ -222,7 +240,7 @@ test("leader, two workers, a crash, a resume, two completions: the whole product
     expect(processRunning(pid)).toBe(false);
   }
   expect(await Bun.file(`${r.projectDir}/opencode.json`).exists()).toBe(false);
-}, 150_000);
+}, 180_000);
 
 test("npm run demo -- --help prints the usage and exits 0", () => {
   const result = Bun.spawnSync(["npm", "run", "--silent", "demo", "--", "--help"], {

@@ -1,12 +1,12 @@
 import type { Event } from "@opencode-ai/sdk";
 import type {
+  MessageUsage,
   ModelRef,
   OpencodeApi,
   PendingRequest,
   PendingRequestRef,
   SessionActivity,
   SessionStatuses,
-  SessionUsage,
 } from "../../src/edges/opencode-api.ts";
 import {
   type LivePanes,
@@ -24,7 +24,8 @@ export interface FakeSession {
   activity: SessionActivity;
   prompts: { text: string; model?: ModelRef; noReply?: boolean }[];
   messages: number;
-  usage: SessionUsage;
+  /** Its assistant messages' usage, as `GET /session/{id}/message` reports it. */
+  usage: MessageUsage[];
 }
 
 /** An in-memory OpenCode server for unit tests. Flip `down` to make every call fail like an unreachable server. */
@@ -70,7 +71,7 @@ export class FakeOpencode implements OpencodeApi {
       activity: partial.activity ?? "idle",
       prompts: [],
       messages: partial.messages ?? 0,
-      usage: partial.usage ?? { messages: 0, tokensIn: 0, tokensOut: 0, cost: 0 },
+      usage: partial.usage ?? [],
     };
     this.sessions.set(session.id, session);
     return session;
@@ -178,9 +179,9 @@ export class FakeOpencode implements OpencodeApi {
     return this.dropPrompts ? [] : this.session(sessionId).prompts.map((prompt) => prompt.text);
   }
 
-  async usage(sessionId: string): Promise<SessionUsage> {
-    this.check(`usage ${sessionId}`);
-    return this.session(sessionId).usage;
+  async messageUsage(sessionId: string): Promise<MessageUsage[]> {
+    this.check(`messageUsage ${sessionId}`);
+    return [...this.session(sessionId).usage];
   }
 
   /** Deliver an event to every open stream. */

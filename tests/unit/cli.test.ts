@@ -47,13 +47,58 @@ describe("opencode-teams CLI", () => {
     expect(code).toBe(0);
     const lines = stdout.trim().split("\n");
     expect(lines[0]).toMatch(
-      /^TEAM\s+NAME\s+ID\s+ROLE\s+STATUS\s+HEALTH\s+HEARTBEAT\s+MODEL\s+PANE\s+TASK\s+WAITING\s+UNREAD$/,
+      /^TEAM\s+NAME\s+ID\s+ROLE\s+STATUS\s+HEALTH\s+HEARTBEAT\s+MODEL\s+PANE\s+TASK\s+WAITING\s+UNREAD\s+TOKENS\s+COST$/,
     );
     expect(stdout).toMatch(
       /alpha\s+builder\s+[0-9a-f]{8}\s+worker\s+active\s+healthy\s+\d+s\s+mock\/mock-model\s+%7\s+task-1/,
     );
     expect(stdout).not.toContain("\u001b[");
     expect(stdout).not.toContain("gone");
+  });
+
+  test("status shows tokens and cost with a team total; usage gives agents, models and team, and sets limits", async () => {
+    const totals = (total: number, costUsd: number) => ({
+      input: total - 5,
+      output: 5,
+      reasoning: 0,
+      cacheRead: 0,
+      cacheWrite: 0,
+      total,
+      costUsd,
+      turns: 2,
+    });
+    const spent = (total: number, costUsd: number) => ({
+      totals: totals(total, costUsd),
+      byModel: { "mock/mock-model": totals(total, costUsd) },
+      countedAt: new Date(ctx.clock.now()).toISOString(),
+    });
+    await addAgent(ctx, "alpha", { name: "spender", usage: spent(1500, 0.25), budget: { usd: 1 } });
+    await addAgent(ctx, "alpha", {
+      name: "stopped",
+      status: "terminated",
+      outcome: "budget",
+      usage: spent(500, 0.75),
+    });
+    const status = await cli(["status", "alpha"]);
+    expect(status.stdout).toMatch(/spender\s.*\s1500\s+\$0\.25\n/);
+    expect(status.stdout).toContain("team alpha total: 2000 tokens, $1.00");
+    const usage = await cli(["usage", "alpha"]);
+    expect(usage.code).toBe(0);
+    expect(usage.stdout).toMatch(
+      /spender\s+[0-9a-f]{8}\s+worker\s+active\s+\$1\.00\s+1495\s+5\s+0\s+0\s+1500\s+\$0\.25\s+2/,
+    );
+    expect(usage.stdout).toMatch(/mock\/mock-model\s+1990\s+10\s+0\s+0\s+2000\s+\$1\.00\s+4/);
+    expect(usage.stdout).toContain("team total: 2000 tokens, $1.00 in 4 turns, no budget, maxAgents 8");
+    const json = JSON.parse((await cli(["usage", "alpha", "--json"])).stdout);
+    expect(json.teams[0]).toMatchObject({ team: "alpha", total: { total: 2000, costUsd: 1 }, leader: null });
+    const set = await cli(["usage", "alpha", "--budget-usd", "5", "--max-agents", "3"]);
+    expect(set.stdout).toContain("budget $5.00, maxAgents 3");
+    const bad = await cli(["usage", "alpha", "--budget-usd", "-2"]);
+    expect(bad.code).toBe(2);
+    const zero = await cli(["usage", "alpha", "--max-agents", "0"]);
+    expect(zero.code).not.toBe(0);
+    expect(zero.stderr).toContain("maxAgents");
+    expect((await cli(["usage", "alpha"])).stdout).toContain("budget $5.00, maxAgents 3");
   });
 
   test("status shows what an agent waits on; approve without the project server fails and says why", async () => {
@@ -101,7 +146,7 @@ describe("opencode-teams CLI", () => {
     const inbox = await cli(["inbox", "alpha", "builder"]);
     expect(inbox.stdout).toMatch(/human\s+message\s+no\s+no\s+also check the tests/);
     expect((await cli(["status"])).stdout).toMatch(
-      /builder\s+[0-9a-f]{8}\s+worker\s+active.*task-1\s+-\s+2\n/,
+      /builder\s+[0-9a-f]{8}\s+worker\s+active.*task-1\s+-\s+2\s+-\s+-\n/,
     );
     const refused = await cli(["send", "alpha", "gone", "hello"]);
     expect(refused.code).toBe(1);

@@ -52,6 +52,7 @@ const SEED_KEYS = [
   "sessionRotationCount",
   "createdAt",
   "terminatedAt",
+  "usage",
 ];
 
 describe("get-agent-status", () => {
@@ -68,6 +69,20 @@ describe("get-agent-status", () => {
     }
     const worker = result.agents.find((a) => a.name === "worker-1");
     expect(Object.keys(worker ?? {}).sort()).toEqual([...SEED_KEYS].sort());
+    // Usage is read from the agent's state: no server call, the same keys as list-agents' metrics.
+    expect(worker?.usage).toEqual({
+      tokens_input: null,
+      tokens_output: null,
+      tokens_reasoning: null,
+      tokens_cache_read: null,
+      tokens_cache_write: null,
+      tokens_total: null,
+      cost_usd: null,
+      turns: null,
+      budget: null,
+      budget_used: null,
+      counted_at: null,
+    });
     expect(Object.keys(result).sort()).toEqual(["agents", "success", "summary", "title"]);
   });
 
@@ -106,6 +121,7 @@ describe("get-agent-status", () => {
       inactive: 1,
       shuttingDown: 1,
       terminated: 0,
+      usage: expect.objectContaining({ budget: null, leader: null }),
     });
     const all = await status({ includeTerminated: true });
     expect(all.summary).toEqual({
@@ -116,6 +132,7 @@ describe("get-agent-status", () => {
       inactive: 1,
       shuttingDown: 1,
       terminated: 1,
+      usage: expect.objectContaining({ budget: null, leader: null }),
     });
     const isActive = Object.fromEntries(all.agents.map((a) => [a.name, a.isActive]));
     expect(isActive).toEqual({

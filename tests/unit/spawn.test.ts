@@ -20,7 +20,10 @@ type SpawnResult = SpawnAgentOutput & { success: boolean; error?: string };
 let ctx: TestContext;
 let call: ToolCall;
 
-beforeEach(async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0 })));
+// The color tests run more agents at once than the default maxAgents.
+beforeEach(
+  async () => ({ ctx, call } = await mockModelTeamContext(LEADER, { promptRetryDelayMs: 0, maxAgents: 50 })),
+);
 
 afterEach(() => ctx.cleanup());
 

@@ -2,12 +2,14 @@ import { v4 as uuidv4 } from "uuid";
 import { isoNow } from "../../clock.ts";
 import type { ProjectServer } from "../../edges/server-manager.ts";
 import type { AgentState, AgentWorktree, TeamConfig } from "../../state/schemas.ts";
+import type { AgentUsage, Budget } from "../../state/usage-schema.ts";
 import type { TeamsContext } from "../context.ts";
 import { outcomeStatus } from "../history/history.ts";
 import { agentEnded, agentSpawned } from "../history/run-history.ts";
 import { CallerError, errorText, fail, type OpResult } from "../result.ts";
 import { recountActiveSessions } from "../server/server-sessions.ts";
 import { agentSessionTitle } from "../team/identity-prompt.ts";
+import { capacityCheck } from "../usage/limits.ts";
 import { placeAgent, type WorktreeRequest } from "../worktrees/worktrees.ts";
 import {
   type AgentPane,
@@ -61,6 +63,9 @@ export interface LaunchSpec {
   resumes?: string;
   /** The new agent's id when the caller chose it first (resume claims the old agent for it); else a new UUID. */
   agentId?: string;
+  /** What the run may spend, and what its (reused) session had spent before it (specs/usage-and-budgets.md). */
+  budget?: Budget;
+  usageBase?: AgentUsage;
 }
 
 /** What a launch has brought up so far: enough to open its pane, deliver its prompt and record it. */
@@ -135,7 +140,8 @@ async function bringUp(
 ): Promise<Launching> {
   const { team } = spec;
   const agentId = spec.agentId ?? uuidv4();
-  const name = await reserveMember(ctx, team, agentId, spec.role, spec.name);
+  const capacity = await capacityCheck(ctx, team.name);
+  const name = await reserveMember(ctx, team, agentId, spec.role, spec.name, capacity);
   rollback.push("the team membership", () => removeMember(ctx, team.name, agentId));
 
   if (spec.worktree) steps.progress("worktree", `Preparing the worktree of ${name}`);
@@ -218,6 +224,8 @@ function initialState(ctx: TeamsContext, spec: LaunchSpec, up: Launching): Agent
     ...(spec.timeoutMinutes !== undefined ? { timeoutMinutes: spec.timeoutMinutes } : {}),
     ...(spec.plan !== undefined ? { plan: spec.plan } : {}),
     ...(spec.resumes ? { resumes: spec.resumes } : {}),
+    ...(spec.budget ? { budget: spec.budget } : {}),
+    ...(spec.usageBase ? { usageBase: spec.usageBase } : {}),
     tags: [],
   };
 }
@@ -389,16 +397,21 @@ async function reserveMember(
   agentId: string,
   role: "worker" | "reviewer",
   requestedName: string | undefined,
+  capacity: (current: TeamConfig) => string | undefined,
 ): Promise<string> {
   let name: string | undefined;
+  let full: string | undefined;
   const joinedAt = isoNow(ctx.clock);
   await ctx.store.updateTeam(team.name, (current) => {
     if (!current) return undefined;
+    full = capacity(current);
+    if (full) return undefined;
     const taken = new Set(current.members.map((m) => m.name));
     name = requestedName;
     for (let n = 1; name === undefined; n++) if (!taken.has(`${role}-${n}`)) name = `${role}-${n}`;
     return { ...current, members: [...current.members, { agentId, name, role, joinedAt }] };
   });
+  if (full) throw new CallerError(full);
   if (name === undefined) throw new CallerError(`Team '${team.name}' does not exist`);
   return name;
 }

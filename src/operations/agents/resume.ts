@@ -3,6 +3,7 @@ import { isoNow } from "../../clock.ts";
 import type { ProjectServer } from "../../edges/server-manager.ts";
 import { assertAgentId, assertTeamName } from "../../state/paths.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
+import type { Budget } from "../../state/usage-schema.ts";
 import type { TeamsContext } from "../context.ts";
 import {
   handOverText,
@@ -13,6 +14,8 @@ import {
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { projectServerOrFail } from "../server/prewarm.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
+import { budgetInput, teamBudgetRefusal } from "../usage/limits.ts";
+import { resumedBudget, usageBaseOf, withCountedUsage } from "../usage/resume-budget.ts";
 import { worktreeCwd } from "../worktrees/worktrees.ts";
 import { resolveCwd } from "./agent-input.ts";
 import { agentLabel } from "./agent-words.ts";
@@ -31,6 +34,8 @@ export interface ResumeAgentInput {
   /** Continue on this model ("provider/model", or with providerId) instead of the one the agent had. */
   model?: string;
   providerId?: string;
+  /** A new budget for the continued run; required when the agent was stopped by its budget. */
+  budget?: { usd?: number; tokens?: number };
 }
 
 export type ResumeAgentOutput = SpawnAgentOutput & {
@@ -41,7 +46,7 @@ export type ResumeAgentOutput = SpawnAgentOutput & {
 };
 
 /** Outcomes of a run that was cut short, and so may be resumed. */
-const RESUMABLE_OUTCOMES: ReadonlySet<string> = new Set(["interrupted", "failed", "timeout"]);
+const RESUMABLE_OUTCOMES: ReadonlySet<string> = new Set(["interrupted", "failed", "timeout", "budget"]);
 
 function defaultContinuation(agent: AgentState, agentId: string): string {
   return [
@@ -168,9 +173,10 @@ export async function resumeAgent(
   await requireLeader(ctx, team, callerSessionId, "Only the team leader can resume agents");
   // Checked like spawn-agent's, before anything changes.
   const model = input.model?.trim() || input.providerId?.trim() ? resolveModel(input, team) : undefined;
-  const old = await readAgentOrFail(ctx, team, input.agentId);
-  const refused = await refusal(ctx, old);
+  const old = await withCountedUsage(ctx, await readAgentOrFail(ctx, team, input.agentId));
+  const refused = (await refusal(ctx, old)) ?? (await teamBudgetRefusal(ctx, team));
   if (refused) return fail(refused);
+  const budget = resumedBudget(old, budgetInput(input.budget, "budget"));
   const cwd = await resumableCwd(ctx, old);
   if (!old.headless && !(await ctx.edges.tmux.available()))
     return fail("tmux is required for agent spawning");
@@ -184,7 +190,11 @@ export async function resumeAgent(
   if (claimRefused) return fail(claimRefused);
   let launched: Awaited<ReturnType<typeof relaunch>>;
   try {
-    launched = await relaunch(ctx, { team, server, old, cwd, successorId, continuation, model }, steps);
+    launched = await relaunch(
+      ctx,
+      { team, server, old, cwd, successorId, continuation, model, budget },
+      steps,
+    );
   } catch (error) {
     await releaseClaim(ctx, old, successorId);
     throw error;
@@ -212,6 +222,7 @@ interface Relaunch {
   continuation: string | undefined;
   /** The model asked for; by default the one the agent had. */
   model: ResolvedModel | undefined;
+  budget: Budget | undefined;
 }
 
 /** How the run that is resumed ends: interrupted, or failed when its model kept it from working. */
@@ -234,7 +245,7 @@ function endOfRun(old: AgentState, model: ResolvedModel | undefined): FinishHow 
 /** End what is left of the old run, then launch its successor (on the old session when the server still has it). */
 async function relaunch(
   ctx: TeamsContext,
-  { team, server, old, cwd, successorId, continuation, model }: Relaunch,
+  { team, server, old, cwd, successorId, continuation, model, budget }: Relaunch,
   steps: StepClock,
 ): Promise<OpResult<SpawnAgentOutput & { sessionReused: boolean }>> {
   const warnings: string[] = [];
@@ -270,6 +281,9 @@ async function relaunch(
       // A new session knows nothing: it gets its task again, then why it starts over.
       message: (agentId) => (sessionReused ? text(agentId) : `${old.prompt}\n\n${text(agentId)}`),
       ...(sessionReused ? { reuseSessionId: old.sessionId } : {}),
+      ...(budget ? { budget } : {}),
+      // The session goes on: what it spent before this run is not this run's (specs/usage-and-budgets.md).
+      ...(sessionReused ? usageBaseOf(old) : {}),
       resumes: old.agentId,
       agentId: successorId,
     },

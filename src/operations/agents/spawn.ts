@@ -3,6 +3,7 @@ import type { TeamsContext } from "../context.ts";
 import { CallerError, fail, type OpResult } from "../result.ts";
 import { projectServerOrFail } from "../server/prewarm.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
+import { budgetInput, teamBudgetRefusal } from "../usage/limits.ts";
 import { refillSpare } from "../worktrees/spare.ts";
 import { planWorktree } from "../worktrees/worktrees.ts";
 import { agentName, planName, resolveCwd } from "./agent-input.ts";
@@ -28,6 +29,8 @@ export interface SpawnAgentInput {
   plan?: string;
   /** Its own git worktree: true for branch `teams/<team>/<name>`, a string for that branch (specs/worktrees.md). */
   worktree?: boolean | string;
+  /** What the agent may spend before it is stopped (specs/usage-and-budgets.md); the plugin option agentBudget when absent. */
+  budget?: { usd?: number; tokens?: number };
 }
 
 /** spawn-agent (specs/spawn-agent.md): leader only. Validation and the server here; the rest is launchAgent. */
@@ -52,6 +55,9 @@ export async function spawnAgent(
   if (input.timeoutMinutes !== undefined && !(input.timeoutMinutes > 0)) {
     throw new CallerError("timeoutMinutes must be a positive number");
   }
+  const budget = budgetInput(input.budget, "budget") ?? ctx.options.agentBudget;
+  const spent = await teamBudgetRefusal(ctx, team);
+  if (spent) return fail(spent);
   if (!headless && !(await ctx.edges.tmux.available())) return fail("tmux is required for agent spawning");
 
   steps.progress("server", "Starting the OpenCode server");
@@ -70,6 +76,7 @@ export async function spawnAgent(
       headless,
       ...(input.timeoutMinutes !== undefined ? { timeoutMinutes: input.timeoutMinutes } : {}),
       ...(plan !== undefined ? { plan } : {}),
+      ...(budget ? { budget } : {}),
       taskPrompt: input.prompt,
       message: input.prompt,
     },

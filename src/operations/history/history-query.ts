@@ -37,7 +37,10 @@ export function summarizeHistory(entries: HistoryEntry[], input: Omit<AgentHisto
   const active = entries.filter((e) => e.status === "spawned").sort(newestFirst);
   const interrupted =
     entries
-      .filter((e) => (e.status === "interrupted" || e.status === "timeout") && !e.resumed_by)
+      .filter(
+        (e) =>
+          (e.status === "interrupted" || e.status === "timeout" || e.status === "budget") && !e.resumed_by,
+      )
       .sort(newestFirst)[0] ?? null;
   return { total: filtered.length, entries: limited, active, interrupted };
 }

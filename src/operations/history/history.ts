@@ -1,6 +1,7 @@
 import { isoNow } from "../../clock.ts";
 import type { HistoryRead } from "../../state/history-store.ts";
 import type { AgentHistory, AgentState, HistoryEntry, HistoryStatus } from "../../state/schemas.ts";
+import type { UsageTotals } from "../../state/usage-schema.ts";
 import type { TeamsContext } from "../context.ts";
 
 /**
@@ -63,6 +64,7 @@ export async function rebuildFromAgents(ctx: TeamsContext, teamName: string): Pr
       completion_timestamp: status === "spawned" ? null : (agent.terminatedAt ?? agent.updatedAt),
       ...(agent.resumes ? { resumes: agent.resumes } : {}),
       ...(successor ? { resumed_by: successor } : {}),
+      ...(agent.usage ? { usage: agent.usage.totals } : {}),
       reason: "rebuilt from agent state after agent-history.json was damaged",
     };
   });
@@ -126,6 +128,8 @@ export interface RunEnd {
   status: EndedHistoryStatus;
   summary?: string;
   reason?: string;
+  /** What the run spent, as counted when it ended. */
+  usage?: UsageTotals;
 }
 
 /**
@@ -150,6 +154,7 @@ export function recordRunsEnded(
             completion_timestamp: now,
             ...(end.summary ? { summary: end.summary } : {}),
             ...(end.reason ? { reason: end.reason } : {}),
+            ...(end.usage ? { usage: end.usage } : {}),
           }
         : entry;
     }),
@@ -162,7 +167,7 @@ export function recordEnded(
   teamName: string,
   agentId: string,
   status: EndedHistoryStatus,
-  details: { summary?: string; reason?: string } = {},
+  details: { summary?: string; reason?: string; usage?: UsageTotals } = {},
 ): Promise<string[]> {
   return recordRunsEnded(ctx, teamName, [{ agentId, status, ...details }]);
 }

@@ -1,5 +1,6 @@
 import type { AgentState } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
+import { countedUsage } from "../usage/counted.ts";
 import { recordEnded, recordRunsEnded, recordSpawned } from "./history.ts";
 
 /**
@@ -9,7 +10,7 @@ import { recordEnded, recordRunsEnded, recordSpawned } from "./history.ts";
  */
 
 /** How a run ended, as the history records it. */
-export type EndedStatus = "interrupted" | "completed" | "failed" | "timeout";
+export type EndedStatus = "interrupted" | "completed" | "failed" | "timeout" | "budget";
 
 export interface EndDetails {
   reason: string;
@@ -45,9 +46,13 @@ export function agentEnded(
   status: EndedStatus,
   details: EndDetails,
 ): Promise<string[]> {
-  return asWarnings(ctx, "the end of the run in the agent history", () =>
-    recordEnded(ctx, agent.teamName, agent.agentId, status, details),
-  );
+  return asWarnings(ctx, "the end of the run in the agent history", async () => {
+    const usage = await countedUsage(ctx, agent);
+    return recordEnded(ctx, agent.teamName, agent.agentId, status, {
+      ...details,
+      ...(usage ? { usage: usage.totals } : {}),
+    });
+  });
 }
 
 /** Agents declared inactive in one batch were interrupted: one history write for the batch. */
@@ -56,12 +61,19 @@ export async function agentsInterrupted(
   teamName: string,
   agents: readonly { agent: AgentState; reason: string }[],
 ): Promise<void> {
-  const warnings = await asWarnings(ctx, "the interrupted runs in the agent history", () =>
-    recordRunsEnded(
-      ctx,
-      teamName,
-      agents.map(({ agent, reason }) => ({ agentId: agent.agentId, status: "interrupted", reason })),
-    ),
-  );
+  const warnings = await asWarnings(ctx, "the interrupted runs in the agent history", async () => {
+    const ends = await Promise.all(
+      agents.map(async ({ agent, reason }) => {
+        const usage = await countedUsage(ctx, agent);
+        return {
+          agentId: agent.agentId,
+          status: "interrupted" as const,
+          reason,
+          ...(usage ? { usage: usage.totals } : {}),
+        };
+      }),
+    );
+    return recordRunsEnded(ctx, teamName, ends);
+  });
   for (const warning of warnings) ctx.log("warn", warning, { team: teamName });
 }

@@ -101,6 +101,8 @@ export async function applySignal(
   signal: Exclude<Signal, { kind: "deleted" }>,
   now: number,
   serverActivity: ServerActivity,
+  /** The heartbeat as written: the usage counter puts its latest count on it (specs/usage-and-budgets.md). */
+  withUsage: (beat: HeartbeatRecord) => HeartbeatRecord = (beat) => beat,
 ): Promise<Applied> {
   const { store } = ctx;
   const nowIso = new Date(now).toISOString();
@@ -110,7 +112,11 @@ export async function applySignal(
   const isEvent = heartbeats && !resync;
   const source: HeartbeatSource = "source" in signal ? signal.source : "sdk_session_updated";
   if (heartbeats) {
-    store.writeHeartbeat(teamName, agentId, nextHeartbeat(slot, nowIso, source, { event: isEvent }));
+    store.writeHeartbeat(
+      teamName,
+      agentId,
+      withUsage(nextHeartbeat(slot, nowIso, source, { event: isEvent })),
+    );
   }
   let next: AgentState = agent;
   const desired = desiredStatus(signal, agent.status, serverActivity);

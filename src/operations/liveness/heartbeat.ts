@@ -90,6 +90,8 @@ export function nextHeartbeat(
     updates: (previous?.updates ?? 0) + 1,
     ...(metadata ? { metadata } : {}),
     ...(lastEventAt ? { lastEventAt } : {}),
+    // The usage counter's, kept across heartbeats (specs/usage-and-budgets.md).
+    ...(previous?.usage ? { usage: previous.usage } : {}),
   };
 }
 

@@ -6,6 +6,7 @@ import type { AgentState, AgentStatus } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import { SessionIndex, type SessionOwner } from "../team/identity.ts";
+import { UsageCounter, usageEvent } from "../usage/counter.ts";
 import { announceWaiting } from "./answer.ts";
 import { type ApplyOutcome, applyDeleted, applySignal, desiredStatus } from "./apply-signal.ts";
 import { isRunning } from "./heartbeat.ts";
@@ -57,6 +58,8 @@ export class EventMonitor {
     failures: 0,
   };
   private readonly index: SessionIndex;
+  /** Each agent's tokens and cost, from the same events (specs/usage-and-budgets.md). */
+  readonly usage: UsageCounter;
   private readonly tracked = new Map<string, Tracked>();
   /** What the server last said each agent session is doing; activity alone does not make an idle session busy. */
   private readonly serverActivity = new Map<string, "busy" | "idle">();
@@ -68,6 +71,7 @@ export class EventMonitor {
     options: { indexRebuildMs?: number } = {},
   ) {
     this.index = new SessionIndex(ctx, options.indexRebuildMs ?? 2_000);
+    this.usage = new UsageCounter(ctx, this.index, (task) => this.enqueue(task));
   }
 
   /** Accept an event; never throws and never blocks the caller (the OpenCode bus). */
@@ -75,6 +79,8 @@ export class EventMonitor {
     this.stats.events++;
     const signal = classifyEvent(event);
     if (signal) this.enqueue(() => this.process(signal));
+    const usage = usageEvent(event);
+    if (usage) this.enqueue(() => this.usage.apply(usage));
   }
 
   /** Resolves once every event accepted so far has been processed. */
@@ -127,13 +133,15 @@ export class EventMonitor {
   /** Make state agree with the server after a gap in the stream (see resync.ts). */
   async resync(server: OpencodeApi): Promise<void> {
     this.index.invalidate();
-    await resyncAgents(this.ctx, server, {
+    this.usage.forget();
+    const live = await resyncAgents(this.ctx, server, {
       process: (signal) => this.process(signal),
       serverActivity: this.serverActivity,
       counted: () => {
         this.stats.resyncs++;
       },
     });
+    await this.usage.recount(live, server);
   }
 
   private async process(signal: Signal): Promise<void> {
@@ -231,6 +239,7 @@ export class EventMonitor {
               signal,
               now,
               this.serverActivity,
+              (beat) => this.usage.carry(teamName, agent, beat, now),
             );
       this.track(key, applied.next, now);
       return applied.outcome;

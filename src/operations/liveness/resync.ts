@@ -19,13 +19,13 @@ export interface ResyncTarget {
 /**
  * Make state agree with `GET /session/status`, asking for every directory that has live agents: the server lists a
  * session's status only under the directory it was created in (the agent's `cwd`). A directory that did not answer
- * is left out; the others are still applied.
+ * is left out; the others are still applied. Returns the live agents it looked at.
  */
 export async function resyncAgents(
   ctx: TeamsContext,
   server: OpencodeApi,
   target: ResyncTarget,
-): Promise<void> {
+): Promise<AgentState[]> {
   const live: AgentState[] = [];
   for (const teamName of await ctx.store.listTeamNames()) {
     const { items } = await ctx.store.listAgentViews(teamName);
@@ -64,6 +64,7 @@ export async function resyncAgents(
     }
   }
   await reconcileWaiting(server, live, target);
+  return live;
 }
 
 /** Requests asked or answered during a gap in the stream: the server's pending lists say which are open now. */

@@ -4,6 +4,7 @@ import { assertTeamName } from "../../state/paths.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, type OpResult } from "../result.ts";
+import { budgetInput, maxAgentsInput } from "../usage/limits.ts";
 import { refillSpare } from "../worktrees/spare.ts";
 
 export interface CreateTeamInput {
@@ -12,6 +13,10 @@ export interface CreateTeamInput {
   defaultModel?: string;
   /** spawn-agent's default for `worktree` in this team. */
   worktrees?: boolean;
+  /** What the team's agents together may spend; the plugin option teamBudget when absent. */
+  budget?: { usd?: number; tokens?: number };
+  /** How many agents may run at once; the plugin option maxAgents when absent. */
+  maxAgents?: number;
 }
 
 const MODEL_PATTERN = /^[^/\s]+\/\S+$/;
@@ -46,6 +51,8 @@ export async function createTeam(
 ): Promise<OpResult<{ teamName: string; leaderAgentId: string }>> {
   assertTeamName(input.teamName);
   if (input.defaultModel !== undefined) assertModelRef(input.defaultModel, "defaultModel");
+  const budget = budgetInput(input.budget, "budget") ?? ctx.options.teamBudget;
+  const maxAgents = maxAgentsInput(input.maxAgents);
   const leftover = await leftoverState(ctx, input.teamName);
   if (leftover) return { success: false, error: leftover };
   const now = isoNow(ctx.clock);
@@ -60,6 +67,8 @@ export async function createTeam(
     defaultModel: input.defaultModel,
     keepPanes: false,
     ...(input.worktrees !== undefined ? { worktrees: input.worktrees } : {}),
+    ...(budget ? { budget } : {}),
+    ...(maxAgents !== undefined ? { maxAgents } : {}),
     members: [{ agentId: leaderAgentId, name: "leader", role: "leader", joinedAt: now }],
   };
   // The config is created exclusively: of two concurrent create-team calls exactly one wins.

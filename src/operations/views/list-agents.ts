@@ -1,4 +1,3 @@
-import type { OpencodeApi } from "../../edges/opencode-api.ts";
 import type { AgentView } from "../../state/agent-view.ts";
 import { type AgentStatus, AgentStatusSchema, type AgentWorktree } from "../../state/schemas.ts";
 import { listUnknownAgents, type UnknownAgent } from "../agents/unknown-agents.ts";
@@ -6,6 +5,7 @@ import type { TeamsContext } from "../context.ts";
 import { type WaitingView, waitingView } from "../liveness/waiting.ts";
 import { CallerError, type OpResult } from "../result.ts";
 import { loadTeam, resolveCaller } from "../team/identity.ts";
+import { type TeamUsageView, teamUsageView, type UsageKeys, usageKeys } from "../usage/usage-view.ts";
 
 /** The contract's lifecycle statuses: an agent whose file is damaged keeps one of them too (its last known). */
 export const LIFECYCLE_STATUSES = AgentStatusSchema.options;
@@ -29,15 +29,14 @@ export interface AgentListing {
     age_days: number | null;
     primary_tags: string[];
   };
-  metrics: {
-    heartbeat_age_s: number;
-    consecutive_misses: number;
-    session_rotations: number;
-    messages: number;
-    tokens_in: number;
-    tokens_out: number;
-    cost: number;
-  } | null;
+  /** Liveness counts and the run's usage as last counted from the event stream (null keys: not counted yet). */
+  metrics:
+    | ({
+        heartbeat_age_s: number;
+        consecutive_misses: number;
+        session_rotations: number;
+      } & UsageKeys)
+    | null;
   metadata: {
     created: string | null;
     last_update: string | null;
@@ -68,6 +67,8 @@ export interface ListAgentsSummary {
   /** Agents blocked on a permission request or a question. */
   waiting: number;
   loaded_count: number;
+  /** Per team listed: its agents' usage summed, the leader's apart, and its budget. */
+  usage: Record<string, TeamUsageView>;
 }
 
 export type ListAgentsOutput = {
@@ -100,37 +101,11 @@ export function healthOf(view: AgentView, now: number, staleThresholdMs: number)
 
 const DAY_MS = 86_400_000;
 
-function isNotFound(error: unknown): boolean {
-  return error instanceof Error && /HTTP 404/.test(error.message);
-}
-
-type UsageLookup = (
-  view: AgentView,
-) => Promise<{ usage?: Awaited<ReturnType<OpencodeApi["usage"]>>; error?: string }>;
-
-/** Usage comes from the server that hosts the session: the project server, or this process's for the leader. */
-function usageLookup(ctx: TeamsContext, server: OpencodeApi | undefined): UsageLookup {
-  return async (view) => {
-    const servers = view.state.role === "leader" ? [server, ctx.edges.localServer] : [server];
-    let lastError = "OpenCode server for this project is not running";
-    for (const candidate of servers) {
-      if (!candidate) continue;
-      try {
-        return { usage: await candidate.usage(view.state.sessionId) };
-      } catch (error) {
-        lastError = isNotFound(error)
-          ? `session ${view.state.sessionId} no longer exists on the OpenCode server`
-          : `OpenCode server unreachable: ${error instanceof Error ? error.message : String(error)}`;
-      }
-    }
-    return { error: lastError };
-  };
-}
-
-async function toListing(ctx: TeamsContext, view: AgentView, lookup: UsageLookup): Promise<AgentListing> {
+/** One readable agent, from its files alone: no server is asked (its usage is counted from the event stream). */
+function toListing(ctx: TeamsContext, view: AgentView): AgentListing {
   const { state, heartbeat } = view;
   const now = ctx.clock.now();
-  const { usage, error } = await lookup(view);
+  const usage = state.usage;
   const lastActivity = [view.heartbeatTs, state.lastEventAt]
     .filter((v): v is string => Boolean(v))
     .sort()
@@ -149,17 +124,12 @@ async function toListing(ctx: TeamsContext, view: AgentView, lookup: UsageLookup
       age_days: Math.max(0, Math.floor((now - Date.parse(state.createdAt)) / DAY_MS)),
       primary_tags: state.tags.slice(0, 3),
     },
-    metrics: usage
-      ? {
-          heartbeat_age_s: Math.max(0, (now - Date.parse(view.heartbeatTs)) / 1000),
-          consecutive_misses: state.consecutiveMisses,
-          session_rotations: state.sessionRotationCount,
-          messages: usage.messages,
-          tokens_in: usage.tokensIn,
-          tokens_out: usage.tokensOut,
-          cost: usage.cost,
-        }
-      : null,
+    metrics: {
+      heartbeat_age_s: Math.max(0, (now - Date.parse(view.heartbeatTs)) / 1000),
+      consecutive_misses: state.consecutiveMisses,
+      session_rotations: state.sessionRotationCount,
+      ...usageKeys(usage?.totals),
+    },
     metadata: {
       created: state.createdAt,
       last_update: state.updatedAt,
@@ -176,9 +146,7 @@ async function toListing(ctx: TeamsContext, view: AgentView, lookup: UsageLookup
       loaded_in_process: usage !== undefined,
       metrics_available: usage !== undefined,
       // The model's failure first: it is what keeps the agent from working.
-      error: state.failing
-        ? `model failing (${state.failing.kind}): ${state.failing.error}`
-        : (error ?? null),
+      error: state.failing ? `model failing (${state.failing.kind}): ${state.failing.error}` : null,
     },
   };
 }
@@ -221,13 +189,14 @@ function unknownListing(agent: UnknownAgent, now: number): AgentListing {
   };
 }
 
-function summarize(listings: AgentListing[]): ListAgentsSummary {
+function summarize(listings: AgentListing[], usage: Record<string, TeamUsageView>): ListAgentsSummary {
   const summary: ListAgentsSummary = {
     total: listings.length,
     by_status: {},
     by_health: {},
     waiting: 0,
     loaded_count: 0,
+    usage,
   };
   for (const listing of listings) {
     summary.by_status[listing.lifecycle_status] = (summary.by_status[listing.lifecycle_status] ?? 0) + 1;
@@ -268,9 +237,15 @@ export async function listAgents(
   const warnings: string[] = [];
   const views: AgentView[] = [];
   const unknown: AgentListing[] = [];
+  const usage: Record<string, TeamUsageView> = {};
   for (const teamName of teams) {
     const listed = await ctx.store.listAgentViews(teamName);
     views.push(...listed.items);
+    const team = await ctx.store.readTeam(teamName);
+    usage[teamName] = teamUsageView(
+      listed.items.map((view) => view.state),
+      team.kind === "ok" ? team.value.budget : undefined,
+    );
     const own = [...listed.warnings];
     const traced = await listUnknownAgents(ctx, teamName);
     for (const agent of traced.agents) {
@@ -280,15 +255,13 @@ export async function listAgents(
     own.push(...traced.skipped);
     warnings.push(...ctx.store.withDamageNotes(teamName, own));
   }
-  const server = await ctx.edges.projectServer().catch(() => undefined);
-  const lookup = usageLookup(ctx, server);
-  const all = [...(await Promise.all(views.map((view) => toListing(ctx, view, lookup)))), ...unknown];
+  const all = [...views.map((view) => toListing(ctx, view)), ...unknown];
   const listings = all.filter(
     (l) =>
       (input.statusFilter === undefined || l.lifecycle_status === input.statusFilter) &&
       (input.healthFilter === undefined || l.health_status === input.healthFilter),
   );
-  const output: ListAgentsOutput = { summary: summarize(listings) };
+  const output: ListAgentsOutput = { summary: summarize(listings, usage) };
   if (!input.summaryOnly) {
     if (input.grouped) {
       const groups: Partial<Record<AgentStatus, AgentListing[]>> = {};

@@ -8,6 +8,12 @@ import type { TeamsContext } from "../context.ts";
 import { type WaitingView, waitingView } from "../liveness/waiting.ts";
 import { fail, type OpResult } from "../result.ts";
 import { loadTeam, requireMember } from "../team/identity.ts";
+import {
+  type AgentUsageView,
+  agentUsageView,
+  type TeamUsageView,
+  teamUsageView,
+} from "../usage/usage-view.ts";
 import { liveWorktreeWarnings } from "../worktrees/worktrees.ts";
 
 export interface GetAgentStatusInput {
@@ -42,6 +48,8 @@ export interface AgentStatusResponse {
   createdAt: string;
   terminatedAt?: string;
   worktree?: AgentWorktree;
+  /** This run's tokens and cost as last counted from the event stream, and its budget (specs/usage-and-budgets.md). */
+  usage: AgentUsageView;
 }
 
 /**
@@ -68,6 +76,7 @@ export interface UnknownStatusResponse {
   waitingFor: null;
   sessionRotationCount: null;
   createdAt: string | null;
+  usage: null;
 }
 
 export interface ServerStatus {
@@ -90,6 +99,8 @@ export interface StatusSummary {
   inactive: number;
   shuttingDown: number;
   terminated: number;
+  /** The team's usage (its agents summed, the leader apart); only when the whole team is listed. */
+  usage?: TeamUsageView;
 }
 
 export interface GetAgentStatusOutput {
@@ -134,6 +145,7 @@ export function toStatusResponse(
     createdAt: state.createdAt,
     ...(state.terminatedAt ? { terminatedAt: state.terminatedAt } : {}),
     ...(state.worktree ? { worktree: state.worktree } : {}),
+    usage: agentUsageView(state),
   };
 }
 
@@ -171,6 +183,7 @@ export function unknownStatusResponse(agent: UnknownAgent, now: number): Unknown
     waitingFor: null,
     sessionRotationCount: null,
     createdAt: agent.createdAt,
+    usage: null,
   };
 }
 
@@ -212,6 +225,7 @@ export async function getAgentStatus(
   const warnings: string[] = [];
   let agents: GetAgentStatusOutput["agents"];
   let shown: AgentView[] = [];
+  let teamUsage: TeamUsageView | undefined;
   if (input.agentId !== undefined) {
     assertAgentId(input.agentId);
     const read = await ctx.store.readAgentView(team.name, input.agentId);
@@ -229,6 +243,10 @@ export async function getAgentStatus(
   } else {
     const listed = await ctx.store.listAgentViews(team.name);
     warnings.push(...listed.warnings);
+    teamUsage = teamUsageView(
+      listed.items.map((view) => view.state),
+      team.budget,
+    );
     shown = listed.items.filter((view) => input.includeTerminated || view.state.status !== "terminated");
     agents = shown.map((view) => toStatusResponse(view, now, threshold));
     const traced = await listUnknownAgents(ctx, team.name);
@@ -245,7 +263,7 @@ export async function getAgentStatus(
     success: true,
     agents,
     ...(server ? { server } : {}),
-    summary: summarize(agents),
+    summary: { ...summarize(agents), ...(teamUsage ? { usage: teamUsage } : {}) },
     ...(reported.length > 0 ? { warnings: reported } : {}),
   };
 }

@@ -390,6 +390,17 @@ export function mockProviderConfig(): Record<string, unknown> {
   };
 }
 
+/**
+ * The mock provider with a price for its model (USD per million tokens, as opencode.json takes it): $1000 in, $2000
+ * out, so each answer (10 prompt + 5 completion tokens) costs exactly $0.02. Pass as `config: { provider: … }`.
+ */
+export function pricedMockProvider(): Record<string, unknown> {
+  const { provider } = mockProviderConfig() as { provider: { mock: { models: Record<string, object> } } };
+  const model = provider.mock.models["mock-model"];
+  provider.mock.models["mock-model"] = { ...model, cost: { input: 1000, output: 2000 } };
+  return provider;
+}
+
 function toFileUrl(p: string): string {
   return p.startsWith("file://") ? p : pathToFileURL(p).href;
 }

@@ -1,0 +1,306 @@
+import { isoNow } from "../../clock.ts";
+import { assistantUsage } from "../../edges/message-usage.ts";
+import type { MessageUsage, OpencodeApi } from "../../edges/opencode-api.ts";
+import type { AgentState, HeartbeatRecord } from "../../state/schemas.ts";
+import type { Budget, UsageTotals } from "../../state/usage-schema.ts";
+import type { TeamsContext } from "../context.ts";
+import { errorText } from "../result.ts";
+import type { SessionIndex, SessionOwner } from "../team/identity.ts";
+import { BUDGET_WARN_AT, checkBudgets } from "./budget.ts";
+import { budgetFraction, runShare, sameSums, sumMessages, type UsageSums } from "./totals.ts";
+
+/** `a` counts less than `b` in some respect: fewer turns, tokens or dollars. */
+function behind(a: UsageTotals, b: UsageTotals): boolean {
+  return a.turns < b.turns || a.total < b.total || a.costUsd < b.costUsd;
+}
+
+/** What an OpenCode event says about usage: an assistant message's latest values, or a message that was removed. */
+export type UsageEvent =
+  | { kind: "message"; usage: MessageUsage }
+  | { kind: "removed"; sessionId: string; messageId: string };
+
+type Json = Record<string, unknown>;
+
+function record(value: unknown): Json | undefined {
+  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Json) : undefined;
+}
+
+export function usageEvent(event: unknown): UsageEvent | undefined {
+  const root = record(event);
+  const props = record(root?.properties);
+  if (root?.type === "message.updated") {
+    const usage = assistantUsage(props?.info);
+    return usage ? { kind: "message", usage } : undefined;
+  }
+  if (root?.type === "message.removed") {
+    const { sessionID, messageID } = props ?? {};
+    if (typeof sessionID === "string" && typeof messageID === "string")
+      return { kind: "removed", sessionId: sessionID, messageId: messageID };
+  }
+  return undefined;
+}
+
+/** A failed count of a session from the server is tried again at most this often (an unreachable server). */
+const RECOUNT_RETRY_MS = 5_000;
+/** How long whether a team has a budget is taken as known (see UsageCounter.budgeted). */
+const TEAM_REREAD_MS = 10_000;
+
+export interface UsageStats {
+  /** Usage events about known sessions. */
+  events: number;
+  /** Agent files written with new usage. */
+  writes: number;
+  /** Changes left for the trailing write of their agent (see `record`). */
+  coalesced: number;
+  /** Counts that went out with the monitor's heartbeat write of their agent (see `carry`), no write of their own. */
+  carried: number;
+  /** Sessions counted from the server's message list. */
+  recounts: number;
+}
+
+/** What this process last wrote for a session's record: when, and what decides whether the next change waits. */
+interface LastWrite {
+  at: number;
+  budget: Budget | undefined;
+  base: UsageSums | undefined;
+}
+
+/**
+ * Counts each agent's usage from the event stream, message by message at its latest value, so an update seen ten
+ * times counts once. A session is first counted from the server's message list (after a process start or a gap in
+ * the stream, see `forget`); events then replace single messages. The agent file is written under the agent's lock
+ * when its totals changed, at most once per `eventCoalesceMs` (a trailing write brings the last change), except for
+ * an agent at 80% of its budget or more, which is written and checked at every change; budgets are checked after each
+ * write.
+ */
+export class UsageCounter {
+  readonly stats: UsageStats = { events: 0, writes: 0, coalesced: 0, carried: 0, recounts: 0 };
+  /** Sessions counted from the server in this process, each message at its latest value. */
+  private readonly sessions = new Map<string, Map<string, MessageUsage>>();
+  private readonly failedAt = new Map<string, number>();
+  private readonly lastWrites = new Map<string, LastWrite>();
+  /** Sessions whose trailing write is scheduled. */
+  private readonly trailing = new Set<string>();
+  private readonly teamBudgets = new Map<string, { budgeted: boolean; at: number }>();
+
+  constructor(
+    private readonly ctx: TeamsContext,
+    private readonly index: SessionIndex,
+    /** Runs a task in the monitor's queue, in order with the events. */
+    private readonly enqueue: (task: () => Promise<void>) => void,
+  ) {}
+  /**
+   * The monitor's heartbeat write of an agent takes the agent's latest count along (`record` is what it is about to
+   * write into the slot, under the agent's lock), so a busy agent costs one slot write per window, not two. Only for an
+   * agent without a budget whose team is known to have none: budgets are checked where the counter writes.
+   */
+  carry(teamName: string, agent: AgentState, record: HeartbeatRecord, now: number): HeartbeatRecord {
+    const messages = this.sessions.get(agent.sessionId);
+    if (!messages || agent.resumedBy || agent.budget) return record;
+    // Known to have no budget, and lately: once that is old the counter's own write looks again (see `budgeted`).
+    const team = this.teamBudgets.get(teamName);
+    if (team?.budgeted !== false || now - team.at >= TEAM_REREAD_MS) return record;
+    const run = runShare(sumMessages(messages.values()), agent.usageBase);
+    const counted = record.usage;
+    if (counted && (behind(run.totals, counted.totals) || sameSums(counted, run))) return record;
+    this.lastWrites.set(`${teamName}/${agent.sessionId}`, {
+      at: now,
+      budget: undefined,
+      base: agent.usageBase,
+    });
+    this.stats.carried++;
+    return { ...record, usage: { ...run, countedAt: new Date(now).toISOString() } };
+  }
+
+  /** The stream had a gap: what this process counted may have missed messages, so every session is counted again. */
+  forget(): void {
+    this.sessions.clear();
+    this.failedAt.clear();
+  }
+
+  async apply(event: UsageEvent): Promise<void> {
+    const sessionId = event.kind === "message" ? event.usage.sessionId : event.sessionId;
+    const owners = await this.index.lookup(sessionId);
+    // Sessions the plugin does not know (the user's other sessions, another project's) are none of its business.
+    if (owners.length === 0) return;
+    this.stats.events++;
+    // Kept fresh while usage flows, so the monitor's heartbeat writes may carry counts (see `carry`).
+    for (const owner of owners) await this.teamBudgeted(owner.teamName);
+    let messages = this.sessions.get(sessionId);
+    if (!messages) {
+      messages = await this.countFromServer(sessionId, owners);
+      if (!messages) return;
+    }
+    if (event.kind === "removed") messages.delete(event.messageId);
+    else messages.set(event.usage.messageId, event.usage);
+    await this.record(sessionId, owners, messages);
+  }
+
+  /** Count these agents' sessions from the server now (after a reconnect), whatever events come later. */
+  async recount(agents: readonly AgentState[], server: OpencodeApi): Promise<void> {
+    for (const agent of agents) {
+      const owners = await this.index.lookup(agent.sessionId);
+      if (owners.length === 0) continue;
+      const messages = await this.countFromServer(agent.sessionId, owners, server);
+      if (messages) await this.record(agent.sessionId, owners, messages, true);
+    }
+  }
+
+  /** The session's messages as the server lists them; undefined (and tried again later) when it cannot be asked. */
+  private async countFromServer(
+    sessionId: string,
+    owners: readonly SessionOwner[],
+    server?: OpencodeApi,
+  ): Promise<Map<string, MessageUsage> | undefined> {
+    const now = this.ctx.clock.now();
+    if (!server && now - (this.failedAt.get(sessionId) ?? Number.NEGATIVE_INFINITY) < RECOUNT_RETRY_MS)
+      return undefined;
+    const leader = owners.some((owner) => owner.role === "leader");
+    for (const candidate of server ? [server] : await this.serversFor(leader)) {
+      try {
+        const listed = await candidate.messageUsage(sessionId);
+        const messages = new Map(listed.map((message) => [message.messageId, message]));
+        this.sessions.set(sessionId, messages);
+        this.failedAt.delete(sessionId);
+        this.stats.recounts++;
+        return messages;
+      } catch (error) {
+        this.ctx.log("debug", "could not count a session's usage from the server", {
+          sessionId,
+          server: candidate.baseUrl,
+          error: errorText(error),
+        });
+      }
+    }
+    this.failedAt.set(sessionId, now);
+    return undefined;
+  }
+
+  /** The leader's session lives in the leader's own OpenCode (this process's, usually); agents' on the project server. */
+  private async serversFor(leader: boolean): Promise<OpencodeApi[]> {
+    const project = await this.ctx.edges.projectServer().catch(() => undefined);
+    const local = this.ctx.edges.localServer;
+    const ordered = leader ? [local, project] : [project, local];
+    return ordered.filter(
+      (server, i): server is OpencodeApi =>
+        server !== undefined && ordered.findIndex((other) => other?.baseUrl === server.baseUrl) === i,
+    );
+  }
+
+  /** Each owner's record gets the session's sums less what the session had spent before its run began. */
+  private async record(
+    sessionId: string,
+    owners: readonly SessionOwner[],
+    messages: Map<string, MessageUsage>,
+    force = false,
+  ): Promise<void> {
+    // Summed only when needed: most events of a busy stream fall inside a window and are not summed at all.
+    let summed: UsageSums | undefined;
+    const sums = () => {
+      summed ??= sumMessages(messages.values());
+      return summed;
+    };
+    const now = this.ctx.clock.now();
+    for (const owner of owners) {
+      const key = `${owner.teamName}/${sessionId}`;
+      const last = this.lastWrites.get(key);
+      if (!force && last && !this.due(last, sums, now)) {
+        this.stats.coalesced++;
+        this.writeLater(sessionId, last.at + this.ctx.options.eventCoalesceMs - now);
+        continue;
+      }
+      const outcome = await this.write(owner.teamName, owner.agentId, sessionId, sums(), force);
+      if (!outcome) continue;
+      this.lastWrites.set(key, { at: now, budget: outcome.state.budget, base: outcome.state.usageBase });
+      if (!outcome.changed) continue;
+      this.stats.writes++;
+      if (await this.budgeted(outcome.state)) await checkBudgets(this.ctx, outcome.state);
+    }
+  }
+
+  /**
+   * Whether a budget applies to the agent: its own, or its team's. Whether the team has one is read from its config at
+   * most every TEAM_REREAD_MS: a budget set on a team takes effect within that.
+   */
+  private async budgeted(agent: AgentState): Promise<boolean> {
+    if (agent.role === "leader") return false;
+    if (agent.budget) return true;
+    return this.teamBudgeted(agent.teamName);
+  }
+
+  private async teamBudgeted(teamName: string): Promise<boolean> {
+    const now = this.ctx.clock.now();
+    const known = this.teamBudgets.get(teamName);
+    if (known && now - known.at < TEAM_REREAD_MS) return known.budgeted;
+    const team = await this.ctx.store.readTeam(teamName);
+    const budgeted = team.kind === "ok" && team.value.budget !== undefined;
+    this.teamBudgets.set(teamName, { budgeted, at: now });
+    return budgeted;
+  }
+
+  /** A change is written now when the last write is old enough, or when the agent is near its budget. */
+  private due(last: LastWrite, sums: () => UsageSums, now: number): boolean {
+    if (now - last.at >= this.ctx.options.eventCoalesceMs) return true;
+    if (!last.budget) return false;
+    return budgetFraction(runShare(sums(), last.base).totals, last.budget) >= BUDGET_WARN_AT;
+  }
+
+  /** The session's last change, written when the window of its last write ends (in the monitor's queue). */
+  private writeLater(sessionId: string, waitMs: number): void {
+    if (this.trailing.has(sessionId)) return;
+    this.trailing.add(sessionId);
+    void this.ctx.clock.sleep(Math.max(0, waitMs), undefined, { background: true }).then(() =>
+      this.enqueue(async () => {
+        this.trailing.delete(sessionId);
+        const messages = this.sessions.get(sessionId);
+        // Due by now unless a write came meanwhile: then the change waits for that write's window.
+        if (messages) await this.record(sessionId, await this.index.lookup(sessionId), messages);
+      }),
+    );
+  }
+
+  /**
+   * Write the run's share into the agent's heartbeat slot (one in-place write) under the agent's lock, when it
+   * changed. A record that was resumed hands the session on: its successor (by `resumedBy`, a few hops at most) is the
+   * one that counts now. Returns the agent as a view shows it (its `usage` the new count).
+   */
+  private async write(
+    teamName: string,
+    agentId: string,
+    sessionId: string,
+    sums: UsageSums,
+    fromServer: boolean,
+  ): Promise<{ state: AgentState; changed: boolean } | undefined> {
+    const { store, clock } = this.ctx;
+    let id: string | undefined = agentId;
+    for (let hop = 0; id !== undefined && hop < 8; hop++) {
+      const current: string = id;
+      const outcome = await store.withAgentLock(teamName, current, async () => {
+        const { agent: read, slot } = await store.readLiveness(teamName, current);
+        if (read.kind !== "ok" || read.value.sessionId !== sessionId) return { done: undefined };
+        const agent = read.value;
+        if (agent.resumedBy) return { successor: agent.resumedBy };
+        const run = runShare(sums, agent.usageBase);
+        const counted = slot.record?.usage ?? agent.usage;
+        // Another process that counted further (this one's events lag behind) is not undone; a count from the server
+        // is the truth and replaces whatever is there.
+        const stale = !fromServer && counted !== undefined && behind(run.totals, counted.totals);
+        if (stale || sameSums(counted, run))
+          return { done: { state: { ...agent, usage: counted }, changed: false } };
+        const usage = { ...run, countedAt: isoNow(clock) };
+        const record: HeartbeatRecord = slot.record ?? {
+          version: 1,
+          heartbeatTs: agent.heartbeatTs,
+          source: agent.heartbeatSource ?? "spawn",
+          updates: 0,
+        };
+        // Not flushed (as every heartbeat): a lost write is counted again from the server after a restart.
+        store.writeHeartbeat(teamName, current, { ...record, usage });
+        return { done: { state: { ...agent, usage }, changed: true } };
+      });
+      if ("done" in outcome) return outcome.done;
+      id = outcome.successor;
+    }
+    return undefined;
+  }
+}
