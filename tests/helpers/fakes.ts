@@ -25,6 +25,8 @@ export interface FakeSession {
   prompts: { text: string; model?: ModelRef; noReply?: boolean }[];
   messages: number;
   usage: SessionUsage;
+  /** The session that started it (a subagent's session). */
+  parentID?: string;
 }
 
 /** An in-memory OpenCode server for unit tests. Flip `down` to make every call fail like an unreachable server. */
@@ -71,6 +73,7 @@ export class FakeOpencode implements OpencodeApi {
       prompts: [],
       messages: partial.messages ?? 0,
       usage: partial.usage ?? { messages: 0, tokensIn: 0, tokensOut: 0, cost: 0 },
+      ...(partial.parentID ? { parentID: partial.parentID } : {}),
     };
     this.sessions.set(session.id, session);
     return session;
@@ -101,6 +104,11 @@ export class FakeOpencode implements OpencodeApi {
   async sessionExists(sessionId: string): Promise<boolean> {
     this.check(`sessionExists ${sessionId}`);
     return this.sessions.has(sessionId);
+  }
+
+  async sessionParent(sessionId: string): Promise<string | null> {
+    this.check(`sessionParent ${sessionId}`);
+    return this.sessions.get(sessionId)?.parentID ?? null;
   }
 
   async createSession(input: { title: string; directory: string }): Promise<{ id: string }> {
