@@ -74,7 +74,10 @@ test("real server: a task tool's subagent asks in its child session; the leader 
   const noticesOf = async (id: string) =>
     (await server.messages(leaderSession)).filter((message) =>
       message.parts.some(
-        (part) => part.type === "text" && part.text.includes("is waiting for") && part.text.includes(id),
+        (part) =>
+          part.type === "text" &&
+          part.text.includes("is waiting, on behalf of a subagent it started, for permission: bash") &&
+          part.text.includes(id),
       ),
     ).length;
   await waitFor(async () => (await noticesOf(asked.requestId)) > 0, {

@@ -87,6 +87,7 @@ test("a grandchild learned from session.created events counts too, without askin
 test("a subagent's idle while the agent's own turn runs leaves it active, and clears only the child's request", async () => {
   const { agent, child, monitor } = await workerWithChild();
   await send(monitor, event("permission.asked", bash(child, "per_child", "ls")));
+  expect((await agentOnDisk(ctx, agent)).waitingFor?.requestId).toBe("per_child");
   await send(monitor, event("session.idle", { sessionID: child }));
   const after = await agentOnDisk(ctx, agent);
   expect(after.status).toBe("active");
@@ -153,4 +154,20 @@ test("the CLI's approve shows a subagent's request as the agent's and answers it
   expect(ctx.server.answers.map((a) => [a.request.sessionId, a.request.requestId, a.response])).toEqual([
     [child, "per_cli", "once"],
   ]);
+});
+
+test("a server that cannot be asked: signs of life wait 5 s before asking again, a request asks at once", async () => {
+  const { agent, child, monitor } = await workerWithChild();
+  ctx.server.down = true;
+  const busy = event("session.status", { sessionID: child, status: { type: "busy" } });
+  await send(monitor, busy, busy, busy);
+  const asked = () => ctx.server.calls.filter((c) => c === `sessionParent ${child}`).length;
+  expect(asked()).toBe(1);
+  ctx.server.down = false;
+  await send(monitor, event("permission.asked", bash(child, "per_late", "ls")));
+  expect((await agentOnDisk(ctx, agent)).waitingFor).toMatchObject({
+    requestId: "per_late",
+    sessionId: child,
+  });
+  expect(asked()).toBe(2);
 });

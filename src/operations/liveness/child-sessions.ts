@@ -12,6 +12,8 @@ import type { Signal } from "./signals.ts";
 const MAX_DEPTH = 4;
 /** How many sessions' parents are remembered; the memory starts over when full (a parent never changes). */
 const MAX_REMEMBERED = 5_000;
+/** After the server could not be asked, how long mere signs of life do not ask again (requests always ask). */
+const QUIET_AFTER_FAILURE_MS = 5_000;
 
 type Json = Record<string, unknown>;
 
@@ -62,6 +64,8 @@ export function asAgentSignal(signal: Signal, agentSessionId: string): Signal | 
 /** Which sessions started which, learned from events and, for a session met first, asked of the server. */
 export class SessionFamily {
   private readonly parents = new Map<string, string | null>();
+  /** Until when a sign of life of an unknown session does not ask the server (it just could not be asked). */
+  private quietUntil = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly ctx: TeamsContext) {}
 
@@ -79,9 +83,11 @@ export class SessionFamily {
     signal: Signal,
     owned: (sessionId: string) => Promise<SessionOwner[]>,
   ): Promise<{ owners: SessionOwner[]; signal: Signal } | undefined> {
+    // A request or its reply must reach the leader even while the server answers badly; activity can wait.
+    const mustAsk = signal.kind === "waiting" || signal.kind === "answered";
     let id = signal.sessionId;
     for (let depth = 0; depth < MAX_DEPTH; depth++) {
-      const parent = await this.parentOf(id);
+      const parent = await this.parentOf(id, mustAsk);
       if (!parent) return undefined;
       const owners = await owned(parent);
       if (owners.length > 0) {
@@ -93,17 +99,22 @@ export class SessionFamily {
     return undefined;
   }
 
-  private async parentOf(sessionId: string): Promise<string | null> {
+  private async parentOf(sessionId: string, mustAsk: boolean): Promise<string | null> {
     const known = this.parents.get(sessionId);
     if (known !== undefined) return known;
+    if (!mustAsk && this.ctx.clock.now() < this.quietUntil) return null;
     const server = await this.ctx.edges.projectServer();
-    if (!server) return null;
+    if (!server) {
+      this.quietUntil = this.ctx.clock.now() + QUIET_AFTER_FAILURE_MS;
+      return null;
+    }
     try {
       const parent = await server.sessionParent(sessionId);
       this.remember(sessionId, parent);
       return parent;
     } catch (error) {
-      // Not remembered: the session's next event asks again.
+      // Not remembered: a later event of the session asks again.
+      this.quietUntil = this.ctx.clock.now() + QUIET_AFTER_FAILURE_MS;
       this.ctx.log("debug", "could not ask the project's server which session started a session", {
         session: sessionId,
         error: errorText(error),
