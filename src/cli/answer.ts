@@ -30,7 +30,7 @@ function chosen(
 ): WaitingRequest | string {
   if (named !== undefined) {
     const why = elsewhere.has(named)
-      ? "is pending for another session (a subagent it started, or another agent): answer it in the agent's pane"
+      ? "is pending for a session that is neither the agent's nor one of its subagents' (another agent's, or the user's)"
       : "is not pending (answered, perhaps in the pane, or replaced)";
     return (
       pending.find((request) => request.requestId === named) ??

@@ -61,6 +61,8 @@ export interface OpencodeApi {
   sessionStatuses(directories?: readonly string[]): Promise<SessionStatuses>;
   /** true / false when the server answered; throws when it could not be asked. */
   sessionExists(sessionId: string): Promise<boolean>;
+  /** The session's `parentID` (a subagent's session names the session that started it); null for a root or unknown one. */
+  sessionParent(sessionId: string): Promise<string | null>;
   createSession(input: { title: string; directory: string }): Promise<{ id: string }>;
   deleteSession(sessionId: string): Promise<void>;
   abortSession(sessionId: string): Promise<void>;

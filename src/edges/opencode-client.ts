@@ -128,6 +128,19 @@ export class SdkOpencodeApi implements OpencodeApi {
     throw explain(`GET /session/${sessionId}`, result);
   }
 
+  async sessionParent(sessionId: string): Promise<string | null> {
+    const result = await this.client.session
+      .get({ path: { id: sessionId }, signal: this.signal() })
+      .catch((error: unknown) => {
+        throw new Error(
+          `GET /session/${sessionId} failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      });
+    if (result.data) return result.data.parentID ?? null;
+    if (result.response?.status === 404) return null;
+    throw explain(`GET /session/${sessionId}`, result);
+  }
+
   async createSession(input: { title: string; directory: string }): Promise<{ id: string }> {
     const session = await this.call("POST /session", () =>
       this.client.session.create({

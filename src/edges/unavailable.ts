@@ -17,6 +17,9 @@ export class UnavailableOpencodeApi implements OpencodeApi {
   async sessionExists(): Promise<never> {
     this.refuse();
   }
+  async sessionParent(): Promise<never> {
+    this.refuse();
+  }
   async createSession(): Promise<never> {
     this.refuse();
   }

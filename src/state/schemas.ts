@@ -90,6 +90,8 @@ export const WaitingForSchema = z.object({
   always: z.string().optional(),
   /** How many questions a question request asks at once, when more than one (each needs its own answer). */
   questions: z.number().int().min(2).optional(),
+  /** The session that asked, when not the agent's own: a subagent's session the agent started (its task tool). */
+  sessionId: z.string().optional(),
   since: isoDate,
   /** Set once the sweep reminded the leader that the request is still open (once per request). */
   remindedAt: isoDate.optional(),

@@ -26,6 +26,8 @@ export interface FakeSession {
   messages: number;
   /** Its assistant messages' usage, as `GET /session/{id}/message` reports it. */
   usage: MessageUsage[];
+  /** The session that started it (a subagent's session). */
+  parentID?: string;
 }
 
 /** An in-memory OpenCode server for unit tests. Flip `down` to make every call fail like an unreachable server. */
@@ -72,6 +74,7 @@ export class FakeOpencode implements OpencodeApi {
       prompts: [],
       messages: partial.messages ?? 0,
       usage: partial.usage ?? [],
+      ...(partial.parentID ? { parentID: partial.parentID } : {}),
     };
     this.sessions.set(session.id, session);
     return session;
@@ -102,6 +105,11 @@ export class FakeOpencode implements OpencodeApi {
   async sessionExists(sessionId: string): Promise<boolean> {
     this.check(`sessionExists ${sessionId}`);
     return this.sessions.has(sessionId);
+  }
+
+  async sessionParent(sessionId: string): Promise<string | null> {
+    this.check(`sessionParent ${sessionId}`);
+    return this.sessions.get(sessionId)?.parentID ?? null;
   }
 
   async createSession(input: { title: string; directory: string }): Promise<{ id: string }> {

@@ -141,10 +141,11 @@ describe("usage counting", () => {
     expect(monitor.usage.stats.writes).toBe(1);
   });
 
-  test("a session the plugin does not know is ignored: no write, no server call", async () => {
+  test("a session the plugin does not know is ignored: no write, no usage read from the server", async () => {
     ctx.server.calls.length = 0;
     await feed(updated(usage("ses_stranger", "msg_x", 1000, 1000, 5)));
-    expect(ctx.server.calls).toEqual([]);
+    // The monitor asks once whose subagent the session is (specs/heartbeat.md); nothing of its usage is read.
+    expect(ctx.server.calls).toEqual(["sessionParent ses_stranger"]);
     expect(monitor.usage.stats.writes).toBe(0);
   });
 

@@ -1,10 +1,12 @@
 import { isoNow } from "../../clock.ts";
+import type { OpencodeApi } from "../../edges/opencode-api.ts";
 import type { AgentState, TeamConfig, WaitingFor } from "../../state/schemas.ts";
 import { agentLabel } from "../agents/agent-words.ts";
 import { readAgentOrFail } from "../agents/finish.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, errorText, failureFromError, type OpResult } from "../result.ts";
 import { loadTeam, requireLeader } from "../team/identity.ts";
+import { descendsFrom } from "./child-sessions.ts";
 import { isRunning } from "./heartbeat.ts";
 import { permissionAsked, questionAsked } from "./signals.ts";
 import {
@@ -68,9 +70,20 @@ async function serverPending(ctx: TeamsContext, agent: AgentState): Promise<Serv
       item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
     if (signal?.kind !== "waiting") continue;
     if (signal.sessionId === agent.sessionId) requests.push(signal.request);
+    else if (await startedBy(server, signal.sessionId, agent))
+      requests.push({ ...signal.request, sessionId: signal.sessionId });
     else elsewhere.add(signal.request.requestId);
   }
   return { pending: requests, elsewhere };
+}
+
+/** A subagent's session the agent started (its task tool): its requests are the agent's. */
+async function startedBy(server: OpencodeApi, sessionId: string, agent: AgentState): Promise<boolean> {
+  return descendsFrom(server, sessionId, agent.sessionId).catch((error: unknown) => {
+    throw new CallerError(
+      `Could not ask the project's OpenCode server which session asked a pending request (${errorText(error)}). Nothing was answered: try again, or answer in the agent's pane.`,
+    );
+  });
 }
 
 /** What is pending now, for a refusal: each request by id, kind, title and pattern (cut), and how to answer it. */
@@ -83,9 +96,8 @@ export function pendingNowText(pending: readonly WaitingRequest[]): string {
 
 function notPendingError(agent: AgentState, requestId: string, found: ServerPending): CallerError {
   const named = `Request '${requestId.slice(0, 100)}'`;
-  // A subagent the agent started (its task tool) asks in a session of its own, which is not the agent's.
   const why = found.elsewhere.has(requestId)
-    ? `${named} is pending for another session than the one of ${agentLabel(agent)} (a subagent it started, or another agent): it cannot be answered through this agent; answer it in the agent's pane.`
+    ? `${named} is pending for a session that is neither ${agentLabel(agent)}'s nor one of its subagents' (another agent's, or the user's): it cannot be answered through this agent.`
     : `${named} of ${agentLabel(agent)} is no longer pending (answered, perhaps in its pane, or replaced by another).`;
   return new CallerError(`${why} Nothing was answered. ${pendingNowText(found.pending)}`);
 }

@@ -44,6 +44,8 @@ export function desiredStatus(
     case "busy":
       return "active";
     case "idle":
+      // A subagent done while the agent's own turn runs leaves the agent at work.
+      if (signal.child) return serverActivity.get(signal.sessionId) === "idle" ? "idle" : undefined;
       return signal.resync && current !== "active" ? undefined : "idle";
     case "waiting":
       // A request is asked from inside a turn: the agent is at work, only paused.
@@ -72,7 +74,8 @@ function nextWaiting(
     case "answered":
       return current?.requestId === signal.requestId ? null : undefined;
     case "idle":
-      // An idle session waits on nothing, whatever reply event the stream lost.
+      // An idle session waits on nothing, whatever reply event the stream lost; a subagent's, only on its own request.
+      if (signal.child) return current?.sessionId === signal.child ? null : undefined;
       return current ? null : undefined;
     default:
       return undefined;

@@ -9,6 +9,7 @@ import { SessionIndex, type SessionOwner } from "../team/identity.ts";
 import { UsageCounter, usageEvent } from "../usage/counter.ts";
 import { announceWaiting } from "./answer.ts";
 import { type ApplyOutcome, applyDeleted, applySignal, desiredStatus } from "./apply-signal.ts";
+import { SessionFamily } from "./child-sessions.ts";
 import { isRunning } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent } from "./inactive.ts";
 import { tellLeaderFailing } from "./model-failure.ts";
@@ -60,6 +61,8 @@ export class EventMonitor {
   private readonly index: SessionIndex;
   /** Each agent's tokens and cost, from the same events (specs/usage-and-budgets.md). */
   readonly usage: UsageCounter;
+  /** Subagents' sessions, whose signals are their agent's. */
+  private readonly family: SessionFamily;
   private readonly tracked = new Map<string, Tracked>();
   /** What the server last said each agent session is doing; activity alone does not make an idle session busy. */
   private readonly serverActivity = new Map<string, "busy" | "idle">();
@@ -72,11 +75,13 @@ export class EventMonitor {
   ) {
     this.index = new SessionIndex(ctx, options.indexRebuildMs ?? 2_000);
     this.usage = new UsageCounter(ctx, this.index, (task) => this.enqueue(task));
+    this.family = new SessionFamily(ctx);
   }
 
   /** Accept an event; never throws and never blocks the caller (the OpenCode bus). */
   handleEvent(event: unknown): void {
     this.stats.events++;
+    this.family.learn(event);
     const signal = classifyEvent(event);
     if (signal) this.enqueue(() => this.process(signal));
     const usage = usageEvent(event);
@@ -146,7 +151,7 @@ export class EventMonitor {
 
   private async process(signal: Signal): Promise<void> {
     const owners = await this.index.lookup(signal.sessionId);
-    if (owners.length === 0) return;
+    if (owners.length === 0) return this.processChild(signal);
     this.stats.agentEvents++;
     if (signal.kind === "busy" || (signal.kind === "activity" && signal.running)) {
       this.serverActivity.set(signal.sessionId, "busy");
@@ -154,6 +159,14 @@ export class EventMonitor {
     if (signal.kind === "idle") this.serverActivity.set(signal.sessionId, "idle");
     // Every team's record of the session hears it: a worker that leads its own team is alive in both.
     for (const owner of owners) await this.processFor(owner, signal);
+  }
+
+  /** A session no agent owns may be a subagent's: its signal is then its agent's (server activity stays its own). */
+  private async processChild(signal: Signal): Promise<void> {
+    const mapped = await this.family.asAgents(signal, (id) => this.index.lookup(id));
+    if (!mapped) return;
+    this.stats.agentEvents++;
+    for (const owner of mapped.owners) await this.processFor(owner, mapped.signal);
   }
 
   private async processFor(owner: SessionOwner, signal: Signal, retried = false): Promise<void> {
@@ -175,6 +188,8 @@ export class EventMonitor {
       signal.kind === "deleted" ||
       signal.kind === "waiting" ||
       signal.kind === "answered" ||
+      // A subagent's idle may end the request it asked (apply-signal.ts).
+      (signal.kind === "idle" && signal.child !== undefined) ||
       (signal.kind === "activity" && signal.succeeded === true && known?.failing) ||
       !known ||
       known.misses > 0 ||

@@ -79,15 +79,22 @@ async function reconcileWaiting(
   // A server without these lists (or one that did not answer) leaves waitingFor to the events and to idle.
   if (!pending) return;
   const open = new Map<string, Signal>();
+  const openIds = new Set<string>();
+  const agentSessions = new Set(live.map((state) => state.sessionId));
   for (const item of pending) {
     const signal =
       item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
-    if (signal) open.set(signal.sessionId, signal);
+    if (signal?.kind !== "waiting") continue;
+    openIds.add(signal.request.requestId);
+    if (agentSessions.has(signal.sessionId)) open.set(signal.sessionId, signal);
+    // Perhaps a subagent's session: the monitor finds the agent that started it (child-sessions.ts).
+    else await target.process(signal);
   }
   for (const state of live) {
     const signal = open.get(state.sessionId);
     if (signal) await target.process(signal);
-    else if (state.waitingFor)
+    // A request still open (a subagent's, kept with the agent) stays.
+    else if (state.waitingFor && !openIds.has(state.waitingFor.requestId))
       await target.process({
         kind: "answered",
         sessionId: state.sessionId,

@@ -8,7 +8,8 @@ import type { WaitingRequest } from "./waiting.ts";
 /** What an OpenCode event says about a session, reduced to what liveness needs. */
 export type Signal =
   | { kind: "busy"; sessionId: string; source: HeartbeatSource; resync?: boolean }
-  | { kind: "idle"; sessionId: string; source: HeartbeatSource; resync?: boolean }
+  /** `child`: a subagent's session of the agent went idle (child-sessions.ts), not the agent's own. */
+  | { kind: "idle"; sessionId: string; source: HeartbeatSource; resync?: boolean; child?: string }
   /** `running`: a tool part that is pending or running, so a turn is certainly under way. */
   /** `succeeded`: an assistant message completed without an error, so the model works (model-failure.ts). */
   | { kind: "activity"; sessionId: string; source: HeartbeatSource; running: boolean; succeeded?: boolean }

@@ -76,14 +76,19 @@ function howToAnswer(agent: AgentState, waiting: WaitingRequest): string {
   return agent.headless ? `Answer with ${tool}.` : `Answer with ${tool}, or in its pane.`;
 }
 
+/** Who asked, when not the agent's own session: a subagent its task tool started (child-sessions.ts). */
+function askedBy(waiting: WaitingRequest): string {
+  return waiting.sessionId ? ", on behalf of a subagent it started," : "";
+}
+
 /** Every notice about a waiting agent is worded here, so the leader reads one form. */
 export function waitingNotice(agent: AgentState, waiting: WaitingRequest): string {
-  return `Agent ${agent.name} (${agent.agentId}) is waiting for ${described(waiting)} ${howToAnswer(agent, waiting)}`;
+  return `Agent ${agent.name} (${agent.agentId}) is waiting${askedBy(waiting)} for ${described(waiting)} ${howToAnswer(agent, waiting)}`;
 }
 
 export function reminderNotice(agent: AgentState, waiting: WaitingFor, now: number): string {
   const minutes = Math.max(1, Math.round((now - Date.parse(waiting.since)) / 60_000));
-  return `Reminder: agent ${agent.name} (${agent.agentId}) has been waiting ${minutes} min for ${described(waiting)} ${howToAnswer(agent, waiting)}`;
+  return `Reminder: agent ${agent.name} (${agent.agentId}) has been waiting ${minutes} min${askedBy(waiting)} for ${described(waiting)} ${howToAnswer(agent, waiting)}`;
 }
 
 export function rejectedNotice(agent: AgentState, waiting: WaitingRequest): string {
@@ -134,7 +139,7 @@ export async function sendAnswer(
   }
   if (waiting.kind === "permission") {
     await server.answerPermission(
-      { sessionId: agent.sessionId, requestId: waiting.requestId, directory: agent.cwd },
+      { sessionId: waiting.sessionId ?? agent.sessionId, requestId: waiting.requestId, directory: agent.cwd },
       response,
       message,
     );
@@ -146,7 +151,7 @@ export async function sendAnswer(
     );
   }
   await server.answerQuestion(
-    { sessionId: agent.sessionId, requestId: waiting.requestId, directory: agent.cwd },
+    { sessionId: waiting.sessionId ?? agent.sessionId, requestId: waiting.requestId, directory: agent.cwd },
     response === "reject" || message === undefined ? undefined : answersFor(message, waiting.questions ?? 1),
   );
 }
