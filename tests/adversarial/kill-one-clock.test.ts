@@ -5,6 +5,7 @@
  * stopped an agent by force that was about to confirm; with one ahead it would wait far past the deadline.
  */
 import { afterEach, beforeEach, expect, test } from "bun:test";
+import { holdClockAt } from "../helpers/clock-hold.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { leadTeam } from "../helpers/team.ts";
 import type { toolCaller } from "../helpers/tools.ts";
@@ -39,20 +40,23 @@ test("a kill joining a requested shutdown waits out the recorded deadline on the
       : undefined,
   );
 
+  // The agent confirms 5 s (of the context's clock) into the wait, well before its deadline; the kill's wait is held
+  // there until the confirmation is written (its polls move the clock, and would race the confirm-shutdown call).
+  const confirmAt = requestedAt + 5_000;
+  const hold = holdClockAt(ctx.clock, confirmAt);
   const killing = call<{ method: string; phase: string }>(
     "kill-agent",
     { teamName: "alpha", agentId: spawned.agentId },
     LEADER,
   );
-  // The agent confirms 5 s (of the context's clock) into the wait, well before its deadline.
-  for (let turn = 0; ctx.clock.now() < requestedAt + 5_000 && turn < 100_000; turn++) {
-    await new Promise((resolve) => setImmediate(resolve));
-  }
+  // A kill that gives up early (the deadline compared with the wall clock) never reaches the hold: it answers first.
+  await Promise.race([hold.reached, killing]);
   const confirmed = await call<{ success: boolean }>(
     "confirm-shutdown",
     { teamName: "alpha", agentId: spawned.agentId },
     spawned.sessionId,
   );
+  hold.release();
 
   expect(await killing).toMatchObject({ method: "graceful", phase: "confirmed" });
   expect(confirmed.success).toBe(true);

@@ -490,6 +490,7 @@ describe("prompt delivery falls back to typing into the pane", () => {
     const info = readInfo(main.projectDir);
     if (!leader || !info) throw new Error("the first describe did not run");
     const proxy = await promptBlockingProxy(`http://127.0.0.1:${info.port}`, main.projectDir);
+    let running: string | undefined;
     try {
       await registerProjectServer(main.projectDir, proxy.pid, proxy.port);
       const w3 = await callTool<SpawnOutput>(main, leader, "spawn-agent", {
@@ -497,6 +498,7 @@ describe("prompt delivery falls back to typing into the pane", () => {
         name: "w3",
         prompt: WORKER_SCRIPT,
       });
+      running = w3.agentId;
       const ms = toolMs((await main.toolResults(leader, "spawn-agent")).at(-1));
       console.error(`[e2e] spawn with typed fallback: ${ms} ms`);
       expect(w3).toMatchObject({ success: true, status: "active", promptDelivery: "pane" });
@@ -520,11 +522,15 @@ describe("prompt delivery falls back to typing into the pane", () => {
         agentId: w3.agentId,
         force: true,
       });
+      running = undefined;
       expect(kill).toMatchObject({ success: true, method: "force" });
       expect(typeof attachPid === "number" && processRunning(attachPid)).toBe(false);
     } finally {
       await registerProjectServer(main.projectDir, info.pid, info.port);
       await proxy.stop();
+      // A failure above must not leave w3 running: later tests count the project's running agents.
+      if (running)
+        await callTool(main, leader, "kill-agent", { teamName: "alpha", agentId: running, force: true });
     }
   }, 90_000);
 });
@@ -543,6 +549,8 @@ describe("concurrency on the real path", () => {
     ctx.edges.tmux = new TmuxCli("tmux", main.env);
     const team = await createTeam(ctx, { teamName: "gamma" }, "ses_gamma_leader");
     expect(team.success).toBe(true);
+    // Counted from the project's agent files: whatever earlier tests left running counts too.
+    const runningBefore = readInfo(main.projectDir)?.activeSessions ?? 0;
     const started = Date.now();
     const results = await Promise.all(
       [1, 2, 3, 4, 5].map(() =>
@@ -559,6 +567,7 @@ describe("concurrency on the real path", () => {
       if (typeof pid === "number") ours.add(pid);
     }
     expect(spawned.every((r) => r.status === "active" && r.port === info.port)).toBe(true);
+    expect(readInfo(main.projectDir)?.activeSessions).toBe(runningBefore + 5);
     expect(new Set(spawned.map((r) => r.color)).size).toBe(5);
     expect(new Set(spawned.map((r) => r.name))).toEqual(
       new Set(["worker-1", "worker-2", "worker-3", "worker-4", "worker-5"]),
@@ -580,7 +589,7 @@ describe("concurrency on the real path", () => {
       const pid = (await agentFile(main.projectDir, "gamma", r.agentId)).attachPid;
       expect(typeof pid === "number" && processRunning(pid)).toBe(false);
     }
-    expect(readInfo(main.projectDir)?.activeSessions).toBe(0);
+    expect(readInfo(main.projectDir)?.activeSessions).toBe(runningBefore);
   }, 90_000);
 });
 

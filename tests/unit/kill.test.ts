@@ -5,6 +5,7 @@ import { childPids, terminateProcess } from "../../src/edges/process-info.ts";
 import type { KillAgentOutput } from "../../src/operations/agents/kill.ts";
 import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
+import { holdClockAt } from "../helpers/clock-hold.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { recordServerInfo } from "../helpers/server-info.ts";
 import { mockModelTeam, taskInProgress } from "../helpers/team.ts";
@@ -50,15 +51,25 @@ const kill = (args: Record<string, unknown>, session = LEADER) =>
 
 /**
  * Plays the agent (or its caller): runs `act` once the test's clock is `afterMs` past now. The kill's own waits move
- * the manual clock, so this lands in the middle of its wait without any wall time passing.
+ * the manual clock, so this lands in the middle of its wait without any wall time passing; the wait is held there
+ * until `act` is done, so a slow act cannot let the kill poll on through its deadline. Fails when `waiting` (the kill)
+ * ends before its wait reaches that time.
  */
-async function once(afterMs: number, act: () => Promise<unknown>): Promise<unknown> {
-  const at = ctx.clock.now() + afterMs;
-  for (let turn = 0; ctx.clock.now() < at; turn++) {
-    if (turn > 100_000) throw new Error(`the clock never reached +${afterMs} ms: nothing waited`);
-    await new Promise((resolve) => setImmediate(resolve));
+async function once(
+  afterMs: number,
+  waiting: Promise<unknown>,
+  act: () => Promise<unknown>,
+): Promise<unknown> {
+  const hold = holdClockAt(ctx.clock, ctx.clock.now() + afterMs);
+  try {
+    const ended = waiting.then(() => "ended" as const);
+    if ((await Promise.race([hold.reached, ended])) === "ended") {
+      throw new Error(`the wait ended before the clock reached +${afterMs} ms`);
+    }
+    return await act();
+  } finally {
+    hold.release();
   }
-  return act();
 }
 
 const confirm = (agentId: string, sessionId: string) =>
@@ -160,7 +171,7 @@ describe("kill-agent graceful", () => {
     const a = await spawnOne();
     const started = ctx.clock.now();
     const killing = kill({ agentId: a.agentId, reason: "wrap up" });
-    const confirming = once(500, async () => {
+    const confirming = once(500, killing, async () => {
       const state = await agent(a.agentId);
       expect(state.status).toBe("shutting_down");
       expect(state.shutdownRequestedAt).toBeDefined();
@@ -211,11 +222,11 @@ describe("kill-agent graceful", () => {
     const controller = new AbortController();
     const { killAgent } = await import("../../src/operations/agents/kill.ts");
     const started = ctx.clock.now();
-    const aborting = once(1_000, async () => controller.abort());
-    const result = await killAgent(ctx, { teamName: "alpha", agentId: a.agentId }, LEADER, {
+    const killing = killAgent(ctx, { teamName: "alpha", agentId: a.agentId }, LEADER, {
       signal: controller.signal,
     });
-    await aborting;
+    await once(1_000, killing, async () => controller.abort());
+    const result = await killing;
     expect(ctx.clock.now() - started).toBeLessThan(600_000);
     expect(result).toMatchObject({ success: true, method: "force", phase: "timeout" });
   });
