@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { COLOR_PALETTE } from "../../src/operations/agents/color-pool.ts";
+import { paneChecksSettled } from "../../src/operations/agents/pane-start-check.ts";
 import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/agents/spawn.ts";
 import { parseAgentSessionTitle } from "../../src/operations/team/identity-prompt.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
@@ -10,7 +11,7 @@ import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { recordServerInfo } from "../helpers/server-info.ts";
-import { agentOnDisk, mockModelTeamContext } from "../helpers/team.ts";
+import { agentOnDisk, leaderInbox, mockModelTeamContext } from "../helpers/team.ts";
 import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -300,7 +301,7 @@ describe("spawn-agent: the spec's error table", () => {
     await expectNoGhost();
   });
 
-  test("a pane whose command dies at once is a pane failure", async () => {
+  test("a pane whose command dies at once: the spawn returns, then the agent ends and the leader is told why", async () => {
     const original = ctx.tmux.openPane.bind(ctx.tmux);
     ctx.tmux.openPane = async (spec) => {
       const opened = await original(spec);
@@ -308,10 +309,64 @@ describe("spawn-agent: the spec's error table", () => {
       if (pane) pane.alive = false;
       return opened;
     };
-    expect((await spawn({})).error).toMatch(
-      /^Failed to create tmux pane: the pane's command exited right away/,
+    const result = await spawn({ name: "broken" });
+    expect(result).toMatchObject({ success: true, status: "active" });
+    await paneChecksSettled(ctx);
+    const agent = await agentOnDisk(ctx, result);
+    expect(agent.status).toBe("inactive");
+    expect(agent.statusReason).toBe(
+      `its tmux pane ${result.paneId} closed as it opened: the pane's command exited right away; is 'opencode' a runnable opencode binary?`,
     );
-    await expectNoGhost();
+    const inbox = await leaderInbox(ctx);
+    expect(inbox.map((m) => m.type)).toEqual(["agent_inactive"]);
+    expect(inbox[0]?.text).toBe(
+      `Agent broken (${result.agentId}) became inactive: ${agent.statusReason}. Tasks returned to pending: none.`,
+    );
+    // The session the server still runs is aborted, as for any agent whose pane died.
+    expect(ctx.server.calls).toContain(`abortSession ${result.sessionId}`);
+  });
+
+  test("a dying pane the pane watch saw first: the leader still hears why it died", async () => {
+    const original = ctx.tmux.openPane.bind(ctx.tmux);
+    ctx.tmux.openPane = async (spec) => {
+      const opened = await original(spec);
+      const pane = ctx.tmux.panes.get(opened.paneId);
+      if (pane) pane.alive = false;
+      return opened;
+    };
+    const result = await spawn({ name: "broken" });
+    // What the sweep writes for a gone pane, before the check has looked.
+    await ctx.store.updateAgent("alpha", result.agentId, (current) =>
+      current
+        ? { ...current, status: "inactive", statusReason: `its tmux pane ${result.paneId} is gone` }
+        : undefined,
+    );
+    await paneChecksSettled(ctx);
+    const inbox = await leaderInbox(ctx);
+    expect(inbox.map((m) => [m.type, m.text])).toEqual([
+      [
+        "notice",
+        `Agent broken (${result.agentId}): its tmux pane ${result.paneId} closed as it opened: the pane's command exited right away; is 'opencode' a runnable opencode binary?.`,
+      ],
+    ]);
+    expect((await agentOnDisk(ctx, result)).statusReason).toBe(`its tmux pane ${result.paneId} is gone`);
+  });
+
+  test("a pane closed on purpose while it is checked (the agent completed) is no failure", async () => {
+    const original = ctx.tmux.openPane.bind(ctx.tmux);
+    ctx.tmux.openPane = async (spec) => {
+      const opened = await original(spec);
+      const pane = ctx.tmux.panes.get(opened.paneId);
+      if (pane) pane.alive = false;
+      return opened;
+    };
+    const result = await spawn({ name: "quick" });
+    await ctx.store.updateAgent("alpha", result.agentId, (current) =>
+      current ? { ...current, status: "terminated" } : undefined,
+    );
+    await paneChecksSettled(ctx);
+    expect(await leaderInbox(ctx)).toEqual([]);
+    expect((await agentOnDisk(ctx, result)).status).toBe("terminated");
   });
 
   test("an unexpected failure mid-way (color pool unwritable) is rolled back too", async () => {

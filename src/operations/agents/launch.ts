@@ -9,16 +9,10 @@ import { CallerError, errorText, fail, type OpResult } from "../result.ts";
 import { recountActiveSessions } from "../server/server-sessions.ts";
 import { agentSessionTitle } from "../team/identity-prompt.ts";
 import { placeAgent, type WorktreeRequest } from "../worktrees/worktrees.ts";
-import {
-  type AgentPane,
-  agentPaneRef,
-  closeAgentPane,
-  confirmPaneStarted,
-  openAgentPane,
-  paneOwner,
-} from "./agent-pane.ts";
+import { type AgentPane, agentPaneRef, closeAgentPane, openAgentPane, paneOwner } from "./agent-pane.ts";
 import { allocateColor, releaseColor } from "./color-pool.ts";
 import type { ResolvedModel } from "./model.ts";
+import { checkPaneStartLater } from "./pane-start-check.ts";
 import { type DeliveryResult, deliverPrompt, type PromptDelivery } from "./prompt-delivery.ts";
 import { Rollback, StepFailure } from "./rollback.ts";
 import type { StepClock } from "./step-clock.ts";
@@ -100,17 +94,22 @@ export async function launchAgent(
     const pane = spec.headless ? undefined : await paneOpening.open();
     steps.mark("activate");
     const registered = await activate(ctx, spec, up, delivered, pane);
-    // These only read what is now recorded; the history's durable write and the agent file's flush to disk need not
-    // wait for the pane's settle, nor for each other.
-    steps.mark("check-and-history");
-    const [, history] = await Promise.all([
-      checkPane(ctx, registered, up.sessionId, pane),
+    // The history's durable write and the agent file's flush to disk need not wait for each other.
+    steps.mark("history");
+    const [history] = await Promise.all([
       recordRun(ctx, registered),
       ctx.store.flushAgent(spec.team.name, up.agentId),
       recount,
     ]);
     up.warnings.push(...history);
     steps.mark("done");
+    // Whether the pane's command started is known up to `settleMs` after it opened: checked once the call has
+    // returned, a pane that died at once ends the agent and the leader's notice says why. An agent that already
+    // ended had its pane closed on purpose.
+    if (pane && registered.status !== "terminated") {
+      const { name, sessionId } = up;
+      checkPaneStartLater(ctx, { teamName: spec.team.name, agentId: up.agentId, name, sessionId, pane });
+    }
     return launched(ctx, spec, { up, registered, pane, delivered, steps });
   } catch (error) {
     await paneOpening?.settled();
@@ -310,20 +309,6 @@ async function activate(
     up.warnings.push(...(await closeAgentPane(ctx, paneOwner(up.sessionId, pane), { interrupt: false })));
   }
   return registered;
-}
-
-/** The pane's command must have started. */
-async function checkPane(
-  ctx: TeamsContext,
-  registered: AgentState,
-  sessionId: string,
-  pane: AgentPane | undefined,
-): Promise<void> {
-  // An agent that already ended has nothing left to check (and its pane was just closed on purpose).
-  if (registered.status === "terminated" || !pane) return;
-  await confirmPaneStarted(ctx, pane, sessionId).catch((error: unknown) => {
-    throw new StepFailure(`Failed to create tmux pane: ${errorText(error)}`);
-  });
 }
 
 /** The server's count of running agent sessions, taken again; a failure is only logged (the next change recounts). */
