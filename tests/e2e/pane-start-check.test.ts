@@ -10,6 +10,7 @@ import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { systemClock } from "../../src/clock.ts";
 import { TmuxCli } from "../../src/edges/tmux.ts";
+import { DEFAULT_PANE_TIMING } from "../../src/operations/agents/agent-pane.ts";
 import { checkPaneStartLater, paneChecksSettled } from "../../src/operations/agents/pane-start-check.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
@@ -42,8 +43,9 @@ describe.skipIf(!hasTmux())("the pane start check on real tmux", () => {
   test("a broken opencode binary: the agent becomes inactive and the leader is told it is not runnable", async () => {
     const { leaderSession } = await leadTeam(ctx);
     const bogus = path.join(root, "bogus-opencode");
-    // It lives long enough for tmux to finish setting its pane up (one that exits sooner fails the opening itself).
-    writeFileSync(bogus, '#!/bin/sh\nsleep 0.05\necho "bogus opencode: no attach here" >&2\nexit 3\n');
+    // It lives long enough for tmux to finish setting its pane up (one that exits sooner fails the opening itself),
+    // as a process that no longer runs `attach` (the check would believe that one early).
+    writeFileSync(bogus, "#!/bin/sh\nexec sh -c 'sleep 0.05; exit 3'\n");
     chmodSync(bogus, 0o755);
     const agentId = uuidv4();
     const session = ctx.server.addSession({ activity: "busy" });
@@ -73,8 +75,8 @@ describe.skipIf(!hasTmux())("the pane start check on real tmux", () => {
       openedAt,
       command: bogus,
     };
-    // This test is about the real settle time: the check gets the real clock.
-    const live = { ...ctx, clock: systemClock };
+    // This test is about the real settle time: the check gets the real clock and the default timings.
+    const live = { ...ctx, clock: systemClock, paneTiming: DEFAULT_PANE_TIMING };
     checkPaneStartLater(live, {
       teamName: "alpha",
       agentId,

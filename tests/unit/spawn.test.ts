@@ -1,12 +1,13 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
+import { DEFAULT_PANE_TIMING } from "../../src/operations/agents/agent-pane.ts";
 import { COLOR_PALETTE } from "../../src/operations/agents/color-pool.ts";
 import { paneChecksSettled } from "../../src/operations/agents/pane-start-check.ts";
 import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/agents/spawn.ts";
 import { parseAgentSessionTitle } from "../../src/operations/team/identity-prompt.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
+import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
@@ -36,6 +37,12 @@ async function members(team = "alpha") {
 async function activeColors() {
   const pool = await readJson(ctx.store.paths.colorPool, ColorPoolSchema);
   return pool.kind === "ok" ? pool.value.assignments.filter((a) => !a.releasedAt) : [];
+}
+
+/** The background check of the spawn's pane, once the manual clock has passed its settle time. */
+async function paneChecked() {
+  ctx.clock.advance(DEFAULT_PANE_TIMING.settleMs);
+  await paneChecksSettled(ctx);
 }
 
 /** Nothing of a failed spawn may remain: no member besides the leader, no agent file, no color, no session, no pane. */
@@ -311,7 +318,7 @@ describe("spawn-agent: the spec's error table", () => {
     };
     const result = await spawn({ name: "broken" });
     expect(result).toMatchObject({ success: true, status: "active" });
-    await paneChecksSettled(ctx);
+    await paneChecked();
     const agent = await agentOnDisk(ctx, result);
     expect(agent.status).toBe("inactive");
     expect(agent.statusReason).toBe(
@@ -326,7 +333,8 @@ describe("spawn-agent: the spec's error table", () => {
     expect(ctx.server.calls).toContain(`abortSession ${result.sessionId}`);
   });
 
-  test("a dying pane the pane watch saw first: the leader still hears why it died", async () => {
+  /** A pane that dies as it opens; `meanwhile` runs when the check asks tmux about it (what happened until then). */
+  function dyingPanes(meanwhile: (paneId: string) => Promise<void>) {
     const original = ctx.tmux.openPane.bind(ctx.tmux);
     ctx.tmux.openPane = async (spec) => {
       const opened = await original(spec);
@@ -334,14 +342,27 @@ describe("spawn-agent: the spec's error table", () => {
       if (pane) pane.alive = false;
       return opened;
     };
-    const result = await spawn({ name: "broken" });
-    // What the sweep writes for a gone pane, before the check has looked.
-    await ctx.store.updateAgent("alpha", result.agentId, (current) =>
-      current
-        ? { ...current, status: "inactive", statusReason: `its tmux pane ${result.paneId} is gone` }
-        : undefined,
+    const paneState = ctx.tmux.paneState.bind(ctx.tmux);
+    ctx.tmux.paneState = async (ref) => {
+      await meanwhile(ref.paneId);
+      return paneState(ref);
+    };
+  }
+
+  /** What the sweep writes for a gone pane, or what complete-agent writes, to the agent on `paneId`. */
+  async function agentOnPaneBecomes(paneId: string, change: Partial<AgentState>) {
+    const { items } = await ctx.store.listAgentViews("alpha");
+    const agent = items.find(({ state }) => state.paneId === paneId)?.state;
+    if (agent)
+      await ctx.store.updateAgent("alpha", agent.agentId, (s) => (s ? { ...s, ...change } : undefined));
+  }
+
+  test("a dying pane the pane watch saw first: the leader still hears why it died", async () => {
+    dyingPanes((paneId) =>
+      agentOnPaneBecomes(paneId, { status: "inactive", statusReason: `its tmux pane ${paneId} is gone` }),
     );
-    await paneChecksSettled(ctx);
+    const result = await spawn({ name: "broken" });
+    await paneChecked();
     const inbox = await leaderInbox(ctx);
     expect(inbox.map((m) => [m.type, m.text])).toEqual([
       [
@@ -353,18 +374,9 @@ describe("spawn-agent: the spec's error table", () => {
   });
 
   test("a pane closed on purpose while it is checked (the agent completed) is no failure", async () => {
-    const original = ctx.tmux.openPane.bind(ctx.tmux);
-    ctx.tmux.openPane = async (spec) => {
-      const opened = await original(spec);
-      const pane = ctx.tmux.panes.get(opened.paneId);
-      if (pane) pane.alive = false;
-      return opened;
-    };
+    dyingPanes((paneId) => agentOnPaneBecomes(paneId, { status: "terminated" }));
     const result = await spawn({ name: "quick" });
-    await ctx.store.updateAgent("alpha", result.agentId, (current) =>
-      current ? { ...current, status: "terminated" } : undefined,
-    );
-    await paneChecksSettled(ctx);
+    await paneChecked();
     expect(await leaderInbox(ctx)).toEqual([]);
     expect((await agentOnDisk(ctx, result)).status).toBe("terminated");
   });
