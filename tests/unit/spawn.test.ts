@@ -1,16 +1,18 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { mkdir, readFile } from "node:fs/promises";
 import path from "node:path";
+import { DEFAULT_PANE_TIMING } from "../../src/operations/agents/agent-pane.ts";
 import { COLOR_PALETTE } from "../../src/operations/agents/color-pool.ts";
+import { paneChecksSettled } from "../../src/operations/agents/pane-start-check.ts";
 import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/agents/spawn.ts";
 import { parseAgentSessionTitle } from "../../src/operations/team/identity-prompt.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
+import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
 import { recordServerInfo } from "../helpers/server-info.ts";
-import { agentOnDisk, mockModelTeamContext } from "../helpers/team.ts";
+import { agentOnDisk, leaderInbox, mockModelTeamContext } from "../helpers/team.ts";
 import type { ToolCall } from "../helpers/tools.ts";
 
 const LEADER = "ses_leader";
@@ -38,6 +40,12 @@ async function members(team = "alpha") {
 async function activeColors() {
   const pool = await readJson(ctx.store.paths.colorPool, ColorPoolSchema);
   return pool.kind === "ok" ? pool.value.assignments.filter((a) => !a.releasedAt) : [];
+}
+
+/** The background check of the spawn's pane, once the manual clock has passed its settle time. */
+async function paneChecked() {
+  ctx.clock.advance(DEFAULT_PANE_TIMING.settleMs);
+  await paneChecksSettled(ctx);
 }
 
 /** Nothing of a failed spawn may remain: no member besides the leader, no agent file, no color, no session, no pane. */
@@ -303,7 +311,7 @@ describe("spawn-agent: the spec's error table", () => {
     await expectNoGhost();
   });
 
-  test("a pane whose command dies at once is a pane failure", async () => {
+  test("a pane whose command dies at once: the spawn returns, then the agent ends and the leader is told why", async () => {
     const original = ctx.tmux.openPane.bind(ctx.tmux);
     ctx.tmux.openPane = async (spec) => {
       const opened = await original(spec);
@@ -311,10 +319,69 @@ describe("spawn-agent: the spec's error table", () => {
       if (pane) pane.alive = false;
       return opened;
     };
-    expect((await spawn({})).error).toMatch(
-      /^Failed to create tmux pane: the pane's command exited right away/,
+    const result = await spawn({ name: "broken" });
+    expect(result).toMatchObject({ success: true, status: "active" });
+    await paneChecked();
+    const agent = await agentOnDisk(ctx, result);
+    expect(agent.status).toBe("inactive");
+    expect(agent.statusReason).toBe(
+      `its tmux pane ${result.paneId} closed as it opened: the pane's command exited right away; is 'opencode' a runnable opencode binary?`,
     );
-    await expectNoGhost();
+    const inbox = await leaderInbox(ctx);
+    expect(inbox.map((m) => m.type)).toEqual(["agent_inactive"]);
+    expect(inbox[0]?.text).toBe(
+      `Agent broken (${result.agentId}) became inactive: ${agent.statusReason}. Tasks returned to pending: none.`,
+    );
+    // The session the server still runs is aborted, as for any agent whose pane died.
+    expect(ctx.server.calls).toContain(`abortSession ${result.sessionId}`);
+  });
+
+  /** A pane that dies as it opens; `meanwhile` runs when the check asks tmux about it (what happened until then). */
+  function dyingPanes(meanwhile: (paneId: string) => Promise<void>) {
+    const original = ctx.tmux.openPane.bind(ctx.tmux);
+    ctx.tmux.openPane = async (spec) => {
+      const opened = await original(spec);
+      const pane = ctx.tmux.panes.get(opened.paneId);
+      if (pane) pane.alive = false;
+      return opened;
+    };
+    const paneState = ctx.tmux.paneState.bind(ctx.tmux);
+    ctx.tmux.paneState = async (ref) => {
+      await meanwhile(ref.paneId);
+      return paneState(ref);
+    };
+  }
+
+  /** What the sweep writes for a gone pane, or what complete-agent writes, to the agent on `paneId`. */
+  async function agentOnPaneBecomes(paneId: string, change: Partial<AgentState>) {
+    const { items } = await ctx.store.listAgentViews("alpha");
+    const agent = items.find(({ state }) => state.paneId === paneId)?.state;
+    if (agent)
+      await ctx.store.updateAgent("alpha", agent.agentId, (s) => (s ? { ...s, ...change } : undefined));
+  }
+
+  test("a dying pane the pane watch saw first: the leader still hears why it died", async () => {
+    dyingPanes((paneId) =>
+      agentOnPaneBecomes(paneId, { status: "inactive", statusReason: `its tmux pane ${paneId} is gone` }),
+    );
+    const result = await spawn({ name: "broken" });
+    await paneChecked();
+    const inbox = await leaderInbox(ctx);
+    expect(inbox.map((m) => [m.type, m.text])).toEqual([
+      [
+        "notice",
+        `Agent broken (${result.agentId}): its tmux pane ${result.paneId} closed as it opened: the pane's command exited right away; is 'opencode' a runnable opencode binary?.`,
+      ],
+    ]);
+    expect((await agentOnDisk(ctx, result)).statusReason).toBe(`its tmux pane ${result.paneId} is gone`);
+  });
+
+  test("a pane closed on purpose while it is checked (the agent completed) is no failure", async () => {
+    dyingPanes((paneId) => agentOnPaneBecomes(paneId, { status: "terminated" }));
+    const result = await spawn({ name: "quick" });
+    await paneChecked();
+    expect(await leaderInbox(ctx)).toEqual([]);
+    expect((await agentOnDisk(ctx, result)).status).toBe("terminated");
   });
 
   test("an unexpected failure mid-way (color pool unwritable) is rolled back too", async () => {

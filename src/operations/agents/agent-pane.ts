@@ -120,8 +120,8 @@ export async function openAgentPane(ctx: TeamsContext, input: AgentPaneInput): P
 
 /**
  * Throws when the pane's command exited right away (a missing or broken binary). Waits only for what is left of
- * `settleMs` since the pane opened (`execSettleMs` when the pane's process is already our `opencode attach`), so
- * callers check last, after their other work.
+ * `settleMs` since the pane opened (`execSettleMs` when the pane's process is already our `opencode attach`). Its
+ * waits are background waits: the check runs after the spawn has returned (pane-start-check.ts).
  */
 export async function confirmPaneStarted(
   ctx: TeamsContext,
@@ -131,7 +131,7 @@ export async function confirmPaneStarted(
   const paneTiming = paneTimingOf(ctx);
   const settledAt = pane.openedAt + paneTiming.settleMs;
   const { clock } = ctx;
-  const sleepUntil = (at: number) => clock.sleep(at - clock.now());
+  const sleepUntil = (at: number) => clock.sleep(at - clock.now(), undefined, { background: true });
   await sleepUntil(pane.openedAt + Math.min(paneTiming.execSettleMs, paneTiming.settleMs));
   while (clock.now() < settledAt) {
     // Its process runs attach on this session, so it is alive and so is its pane.

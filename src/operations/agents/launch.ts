@@ -1,83 +1,20 @@
 import { v4 as uuidv4 } from "uuid";
-import { isoNow } from "../../clock.ts";
-import type { ProjectServer } from "../../edges/server-manager.ts";
-import type { AgentState, AgentWorktree, TeamConfig } from "../../state/schemas.ts";
-import type { AgentUsage, Budget } from "../../state/usage-schema.ts";
+import type { AgentState } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
-import { outcomeStatus } from "../history/history.ts";
-import { agentEnded, agentSpawned } from "../history/run-history.ts";
 import { CallerError, errorText, fail, type OpResult } from "../result.ts";
 import { recountActiveSessions } from "../server/server-sessions.ts";
 import { agentSessionTitle } from "../team/identity-prompt.ts";
 import { capacityCheck } from "../usage/limits.ts";
-import { placeAgent, type WorktreeRequest } from "../worktrees/worktrees.ts";
-import {
-  type AgentPane,
-  agentPaneRef,
-  closeAgentPane,
-  confirmPaneStarted,
-  openAgentPane,
-  paneOwner,
-} from "./agent-pane.ts";
+import { placeAgent } from "../worktrees/worktrees.ts";
+import { type AgentPane, agentPaneRef, closeAgentPane, paneOwner } from "./agent-pane.ts";
 import { allocateColor, releaseColor } from "./color-pool.ts";
-import type { ResolvedModel } from "./model.ts";
-import { type DeliveryResult, deliverPrompt, type PromptDelivery } from "./prompt-delivery.ts";
+import { paneOpener } from "./launch-pane.ts";
+import { initialState, recordLaunch, recordRun, removeMember, reserveMember } from "./launch-records.ts";
+import type { Launching, LaunchSpec, SpawnAgentOutput } from "./launch-spec.ts";
+import { checkPaneStartLater } from "./pane-start-check.ts";
+import { type DeliveryResult, deliverPrompt } from "./prompt-delivery.ts";
 import { Rollback, StepFailure } from "./rollback.ts";
 import type { StepClock } from "./step-clock.ts";
-
-/** What spawn-agent and resume-agent answer. */
-export interface SpawnAgentOutput {
-  agentId: string;
-  sessionId: string;
-  paneId?: string;
-  name: string;
-  color: string;
-  port: number;
-  status: "active" | "spawning";
-  promptDelivery: PromptDelivery;
-  worktree?: AgentWorktree;
-  warnings?: string[];
-}
-
-/** What spawn-agent and resume-agent bring up: everything after validation and the server. */
-export interface LaunchSpec {
-  team: TeamConfig;
-  server: ProjectServer;
-  role: "worker" | "reviewer";
-  /** Validated requested name; a free `<role>-<n>` when absent. */
-  name?: string;
-  model: ResolvedModel;
-  cwd: string;
-  headless: boolean;
-  timeoutMinutes?: number;
-  plan?: string;
-  /** Its worktree, made (spawn) or entered again (resume); `cwd` then lies inside it. */
-  worktree?: WorktreeRequest;
-  /** The agent's task as AgentState.prompt keeps it (listings, history, a later resume). */
-  taskPrompt: string;
-  /** What is sent to the session now; a function when it names the new agent's id. */
-  message: string | ((agentId: string) => string);
-  /** Continue this existing session (resume) instead of creating one; it is never deleted on rollback. */
-  reuseSessionId?: string;
-  /** The agent this one continues (resume). */
-  resumes?: string;
-  /** The new agent's id when the caller chose it first (resume claims the old agent for it); else a new UUID. */
-  agentId?: string;
-  /** What the run may spend, and what its (reused) session had spent before it (specs/usage-and-budgets.md). */
-  budget?: Budget;
-  usageBase?: AgentUsage;
-}
-
-/** What a launch has brought up so far: enough to open its pane, deliver its prompt and record it. */
-interface Launching {
-  agentId: string;
-  name: string;
-  sessionId: string;
-  cwd: string;
-  worktree?: AgentWorktree;
-  color: string;
-  warnings: string[];
-}
 
 /**
  * Bring an agent up on a running project server: membership, session, color, pane, state, prompt, active, history.
@@ -105,17 +42,22 @@ export async function launchAgent(
     const pane = spec.headless ? undefined : await paneOpening.open();
     steps.mark("activate");
     const registered = await activate(ctx, spec, up, delivered, pane);
-    // These only read what is now recorded; the history's durable write and the agent file's flush to disk need not
-    // wait for the pane's settle, nor for each other.
-    steps.mark("check-and-history");
-    const [, history] = await Promise.all([
-      checkPane(ctx, registered, up.sessionId, pane),
+    // The history's durable write and the agent file's flush to disk need not wait for each other.
+    steps.mark("history");
+    const [history] = await Promise.all([
       recordRun(ctx, registered),
       ctx.store.flushAgent(spec.team.name, up.agentId),
       recount,
     ]);
     up.warnings.push(...history);
     steps.mark("done");
+    // Whether the pane's command started is known up to `settleMs` after it opened: checked once the call has
+    // returned, a pane that died at once ends the agent and the leader's notice says why. An agent that already
+    // ended had its pane closed on purpose.
+    if (pane && registered.status !== "terminated") {
+      const { name, sessionId } = up;
+      checkPaneStartLater(ctx, { teamName: spec.team.name, agentId: up.agentId, name, sessionId, pane });
+    }
     return launched(ctx, spec, { up, registered, pane, delivered, steps });
   } catch (error) {
     await paneOpening?.settled();
@@ -198,79 +140,6 @@ async function sessionFor(
   return sessionId;
 }
 
-function initialState(ctx: TeamsContext, spec: LaunchSpec, up: Launching): AgentState {
-  const now = isoNow(ctx.clock);
-  return {
-    version: 1,
-    agentId: up.agentId,
-    name: up.name,
-    teamName: spec.team.name,
-    role: spec.role,
-    model: spec.model.model,
-    ...(spec.model.providerId ? { providerId: spec.model.providerId } : {}),
-    status: "spawning",
-    color: up.color,
-    heartbeatTs: now,
-    heartbeatSource: "spawn",
-    sessionId: up.sessionId,
-    cwd: up.cwd,
-    ...(up.worktree ? { worktree: up.worktree } : {}),
-    consecutiveMisses: 0,
-    sessionRotationCount: 0,
-    createdAt: now,
-    updatedAt: now,
-    prompt: spec.taskPrompt,
-    headless: spec.headless,
-    ...(spec.timeoutMinutes !== undefined ? { timeoutMinutes: spec.timeoutMinutes } : {}),
-    ...(spec.plan !== undefined ? { plan: spec.plan } : {}),
-    ...(spec.resumes ? { resumes: spec.resumes } : {}),
-    ...(spec.budget ? { budget: spec.budget } : {}),
-    ...(spec.usageBase ? { usageBase: spec.usageBase } : {}),
-    tags: [],
-  };
-}
-
-/** Opens the agent's pane on first call (and registers its undo); later calls return the same pane. */
-function paneOpener(
-  ctx: TeamsContext,
-  spec: LaunchSpec,
-  up: Launching,
-  rollback: Rollback,
-): { open: () => Promise<AgentPane>; settled: () => Promise<void> } {
-  // One opening however many callers ask (the delivery's early start, its pane fallback, the launch itself).
-  let opening: Promise<AgentPane> | undefined;
-  const open = async (): Promise<AgentPane> => {
-    let opened: AgentPane;
-    try {
-      opened = await openAgentPane(ctx, {
-        teamName: spec.team.name,
-        agentId: up.agentId,
-        name: up.name,
-        role: spec.role,
-        color: up.color,
-        sessionId: up.sessionId,
-        cwd: up.cwd,
-        serverUrl: spec.server.url,
-        credentials: spec.server.credentials,
-      });
-    } catch (error) {
-      throw new StepFailure(`Failed to create tmux pane: ${errorText(error)}`);
-    }
-    rollback.push("the pane", () => closeAgentPane(ctx, paneOwner(up.sessionId, opened)));
-    return opened;
-  };
-  return {
-    open: () => {
-      opening ??= open();
-      return opening;
-    },
-    // A rollback must wait for an opening under way: the pane's undo is pushed only once it is open.
-    settled: async () => {
-      await opening?.catch(() => undefined);
-    },
-  };
-}
-
 function deliverFirstPrompt(
   ctx: TeamsContext,
   spec: LaunchSpec,
@@ -320,39 +189,11 @@ async function activate(
   return registered;
 }
 
-/** The pane's command must have started. */
-async function checkPane(
-  ctx: TeamsContext,
-  registered: AgentState,
-  sessionId: string,
-  pane: AgentPane | undefined,
-): Promise<void> {
-  // An agent that already ended has nothing left to check (and its pane was just closed on purpose).
-  if (registered.status === "terminated" || !pane) return;
-  await confirmPaneStarted(ctx, pane, sessionId).catch((error: unknown) => {
-    throw new StepFailure(`Failed to create tmux pane: ${errorText(error)}`);
-  });
-}
-
 /** The server's count of running agent sessions, taken again; a failure is only logged (the next change recounts). */
 async function recountSessions(ctx: TeamsContext): Promise<void> {
   await recountActiveSessions(ctx).catch((error: unknown) => {
     ctx.log("warn", "could not update activeSessions", { error: errorText(error) });
   });
-}
-
-/** The run in the history; closed at once for an agent that ended while it was being spawned. */
-async function recordRun(ctx: TeamsContext, registered: AgentState): Promise<string[]> {
-  const warnings = await agentSpawned(ctx, registered);
-  if (registered.status === "terminated") {
-    // It ended before its run was in the history, so that end found nothing to close: record it now.
-    warnings.push(
-      ...(await agentEnded(ctx, registered, outcomeStatus(registered.outcome) ?? "completed", {
-        reason: registered.statusReason ?? "ended while it was being spawned",
-      })),
-    );
-  }
-  return warnings;
 }
 
 function launched(
@@ -389,78 +230,4 @@ function launched(
     ...(up.worktree ? { worktree: up.worktree } : {}),
     ...(up.warnings.length > 0 ? { warnings: up.warnings } : {}),
   };
-}
-
-async function reserveMember(
-  ctx: TeamsContext,
-  team: TeamConfig,
-  agentId: string,
-  role: "worker" | "reviewer",
-  requestedName: string | undefined,
-  capacity: (current: TeamConfig) => string | undefined,
-): Promise<string> {
-  let name: string | undefined;
-  let full: string | undefined;
-  const joinedAt = isoNow(ctx.clock);
-  await ctx.store.updateTeam(team.name, (current) => {
-    if (!current) return undefined;
-    full = capacity(current);
-    if (full) return undefined;
-    const taken = new Set(current.members.map((m) => m.name));
-    name = requestedName;
-    for (let n = 1; name === undefined; n++) if (!taken.has(`${role}-${n}`)) name = `${role}-${n}`;
-    return { ...current, members: [...current.members, { agentId, name, role, joinedAt }] };
-  });
-  if (full) throw new CallerError(full);
-  if (name === undefined) throw new CallerError(`Team '${team.name}' does not exist`);
-  return name;
-}
-
-function removeMember(ctx: TeamsContext, teamName: string, agentId: string) {
-  return ctx.store.updateTeam(teamName, (current) =>
-    current?.members.some((m) => m.agentId === agentId)
-      ? { ...current, members: current.members.filter((m) => m.agentId !== agentId) }
-      : undefined,
-  );
-}
-
-/**
- * Record the pane, and (when the prompt landed) spawning -> active with a fresh heartbeat, in one write under the
- * agent's lock. An agent that moved on meanwhile (its first heartbeat, or it completed) keeps its status. The agent's
- * event stream writes under the same lock in two processes while the new pane boots, so the section uses blocking
- * calls and holds the lock through no turn of the event loop; the launch flushes the file to disk once the lock is
- * given back, before the spawn returns (see specs/storage.md).
- */
-async function recordLaunch(
-  ctx: TeamsContext,
-  teamName: string,
-  agentId: string,
-  launch: { activate: boolean; pane: AgentPane | undefined },
-): Promise<AgentState> {
-  const now = isoNow(ctx.clock);
-  const paneFields = launch.pane
-    ? { paneId: launch.pane.paneId, tmux: launch.pane.placement, attachPid: launch.pane.attachPid }
-    : {};
-  return ctx.store.withAgentLock(teamName, agentId, async () => {
-    const read = await ctx.store.readAgent(teamName, agentId, { blocking: true });
-    if (read.kind !== "ok")
-      throw new Error(`the agent file of ${agentId} could not be read back: ${read.kind}`);
-    const activate = launch.activate && read.value.status === "spawning";
-    const next: AgentState = {
-      ...read.value,
-      ...paneFields,
-      ...(activate ? { status: "active" as const, heartbeatTs: now, heartbeatSource: "spawn" as const } : {}),
-      updatedAt: now,
-    };
-    await ctx.store.writeAgent(next, { durable: false, blocking: true });
-    if (activate) {
-      ctx.store.writeHeartbeat(teamName, agentId, {
-        version: 1,
-        heartbeatTs: now,
-        source: "spawn",
-        updates: 0,
-      });
-    }
-    return next;
-  });
 }

@@ -7,11 +7,12 @@ import { budgetInput, teamBudgetRefusal } from "../usage/limits.ts";
 import { refillSpare } from "../worktrees/spare.ts";
 import { planWorktree } from "../worktrees/worktrees.ts";
 import { agentName, planName, resolveCwd } from "./agent-input.ts";
-import { launchAgent, type SpawnAgentOutput } from "./launch.ts";
+import { launchAgent } from "./launch.ts";
+import type { SpawnAgentOutput } from "./launch-spec.ts";
 import { resolveModel } from "./model.ts";
 import { type SpawnProgress, StepClock } from "./step-clock.ts";
 
-export type { SpawnAgentOutput } from "./launch.ts";
+export type { SpawnAgentOutput } from "./launch-spec.ts";
 
 export interface SpawnAgentInput {
   teamName: string;
