@@ -32,6 +32,7 @@ import {
   type SessionStatus,
   type ToolPart,
 } from "@opencode-ai/sdk";
+import { stopProjectServers } from "./project-servers.ts";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Paths
@@ -785,6 +786,11 @@ export async function startOpencode(opts: StartOpencodeOptions): Promise<Opencod
       if (stopped) return;
       stopped = true;
       await stopProcess();
+      // The plugin's own project servers run detached: they go with the test's project.
+      await stopProjectServers(
+        projectDir,
+        env.OPENCODE_TEAMS_DIR ?? path.join(projectDir, ".opencode", "opencode-teams"),
+      );
       if (!keepTemp) {
         rmSync(rootDir, { recursive: true, force: true });
         ownedDirs.delete(rootDir);
