@@ -1,7 +1,24 @@
+import { z } from "zod";
 import type { LockTiming } from "./lock.ts";
 import type { StoragePaths } from "./paths.ts";
-import { type ColorPool, ColorPoolSchema } from "./schemas.ts";
+import { isoDate, version } from "./schemas.ts";
 import { updateJson } from "./store.ts";
+
+/** One color handed to an agent, and when it was given back (the pool itself is kept in color-pool.json). */
+export const ColorAssignmentSchema = z.object({
+  color: z.string(),
+  agentId: z.string(),
+  teamName: z.string(),
+  assignedAt: isoDate,
+  releasedAt: isoDate.optional(),
+});
+export type ColorAssignment = z.infer<typeof ColorAssignmentSchema>;
+
+export const ColorPoolSchema = z.object({
+  version,
+  assignments: z.array(ColorAssignmentSchema),
+});
+export type ColorPool = z.infer<typeof ColorPoolSchema>;
 
 /**
  * The project's color-pool.json: which agent holds which color. A damaged pool is moved aside and colors are

@@ -3,8 +3,8 @@ import { AgentUsageSchema, BudgetNoticeSchema, BudgetSchema, UsageTotalsSchema }
 
 /** Every file we write carries this, so a later format change can migrate instead of guessing. */
 export const SCHEMA_VERSION = 1;
-const version = z.literal(SCHEMA_VERSION);
-const isoDate = z.string().datetime({ offset: true });
+export const version = z.literal(SCHEMA_VERSION);
+export const isoDate = z.string().datetime({ offset: true });
 
 export const TEAM_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 
@@ -391,18 +391,3 @@ export const ServerInfoSchema = z.object({
   auth: ServerAuthSchema.optional(),
 });
 export type ServerInfo = z.infer<typeof ServerInfoSchema>;
-
-export const ColorAssignmentSchema = z.object({
-  color: z.string(),
-  agentId: z.string(),
-  teamName: z.string(),
-  assignedAt: isoDate,
-  releasedAt: isoDate.optional(),
-});
-export type ColorAssignment = z.infer<typeof ColorAssignmentSchema>;
-
-export const ColorPoolSchema = z.object({
-  version,
-  assignments: z.array(ColorAssignmentSchema),
-});
-export type ColorPool = z.infer<typeof ColorPoolSchema>;

@@ -1,12 +1,13 @@
 /**
  * The shape src/README.md promises, held by a test so it does not drift back: no import circle between modules (a
- * circle makes load order matter and two modules one).
+ * circle makes load order matter and two modules one), and no file that needs scrolling.
  */
 import { expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 
 const SRC = path.join(import.meta.dir, "..", "..", "src");
+const MAX_LINES = 400;
 
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -50,4 +51,14 @@ function cycles(graph: Map<string, string[]>): string[][] {
 
 test("no import circle in src/", () => {
   expect(cycles(importGraph(sourceFiles(SRC)))).toEqual([]);
+});
+
+test(`no file in src/ over ${MAX_LINES} lines`, () => {
+  const long = sourceFiles(SRC)
+    .map((file) => ({
+      file: path.relative(SRC, file),
+      lines: readFileSync(file, "utf8").split("\n").length - 1,
+    }))
+    .filter(({ lines }) => lines > MAX_LINES);
+  expect(long).toEqual([]);
 });

@@ -7,7 +7,8 @@ import { paneChecksSettled } from "../../src/operations/agents/pane-start-check.
 import { type SpawnAgentOutput, spawnAgent } from "../../src/operations/agents/spawn.ts";
 import { parseAgentSessionTitle } from "../../src/operations/team/identity-prompt.ts";
 import { createTeam } from "../../src/operations/team/team.ts";
-import { type AgentState, ColorPoolSchema, ServerInfoSchema } from "../../src/state/schemas.ts";
+import { ColorPoolSchema } from "../../src/state/color-store.ts";
+import { type AgentState, ServerInfoSchema } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";

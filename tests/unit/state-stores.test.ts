@@ -5,10 +5,10 @@ import path from "node:path";
 import { v4 as uuidv4 } from "uuid";
 import { collectWarnings } from "../../src/operations/call-warnings.ts";
 import { recountActiveSessions } from "../../src/operations/server/server-sessions.ts";
+import { ColorPoolSchema } from "../../src/state/color-store.ts";
 import { StoragePaths } from "../../src/state/paths.ts";
 import {
   AgentHistorySchema,
-  ColorPoolSchema,
   SendLogSchema,
   type ServerInfo,
   ServerInfoSchema,

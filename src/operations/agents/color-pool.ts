@@ -1,5 +1,5 @@
 import { isoNow } from "../../clock.ts";
-import type { ColorAssignment, ColorPool } from "../../state/schemas.ts";
+import type { ColorAssignment, ColorPool } from "../../state/color-store.ts";
 import type { TeamsContext } from "../context.ts";
 
 /** Ten colors every terminal and tmux know by name; the leader is "white", outside the pool. */
