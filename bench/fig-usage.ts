@@ -48,8 +48,8 @@ export async function benchUsage(quick: boolean): Promise<Figure[]> {
     });
     const dir = ctx.store.paths.agentsDir(teamName);
     const tools = [
-      { id: "12a", tool: "get-agent-status", args: { teamName } },
-      { id: "12b", tool: "list-agents", args: { teamName, grouped: false } },
+      { id: "14a", tool: "get-agent-status", args: { teamName } },
+      { id: "14b", tool: "list-agents", args: { teamName, grouped: false } },
     ] as const;
     const figures: Figure[] = [];
     for (const { id, tool, args } of tools) {
