@@ -24,6 +24,7 @@ import {
 } from "./schemas.ts";
 import { SendLogStore } from "./send-log-store.ts";
 import { ServerInfoStore } from "./server-info-store.ts";
+import { StatCache } from "./stat-cache.ts";
 import {
   createJson,
   ensureStorageRoot,
@@ -41,6 +42,8 @@ import { newTaskSeries } from "./task-series.ts";
 
 /** Typed access to one project's team state. Every method validates names before touching a path. */
 export class TeamStore {
+  /** Boards read before, trusted while their file is unchanged (see readTasks). */
+  private readonly boards = new StatCache<ReadResult<TaskBoard>>();
   /** Damage found by reads whose caller had no tool result to put it in (see damage-notes.ts). */
   private readonly damage = new DamageNotes();
   /** One agent's files (see agent-files.ts) and the team's listings of them (agent-listing.ts). */
@@ -246,8 +249,13 @@ export class TeamStore {
 
   // Tasks
 
-  readTasks(teamName: string) {
-    return readJson(this.paths.tasks(teamName), TaskBoardSchema);
+  /**
+   * The board as on disk. Read, parsed and validated only when its stat changed since the last read: list-tasks and
+   * `status` of a board of a thousand tasks then cost a stat. Callers never change the board they get.
+   */
+  readTasks(teamName: string): Promise<ReadResult<TaskBoard>> {
+    const file = this.paths.tasks(teamName);
+    return this.boards.get(file, () => readJson(file, TaskBoardSchema));
   }
 
   /** The board a new team starts with (create-team): the only board whose ids carry no series. */
