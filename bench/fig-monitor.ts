@@ -197,19 +197,13 @@ export async function benchMonitor(quick: boolean): Promise<Figure[]> {
       { absolute: { text: `<= ${bound}`, ok: (m) => m <= bound }, loadFree: true },
       "at most one per agent per 5 s",
     ),
-    figure("5b", `state writes for ${(EVENTS * EVENT_GAP_MS) / 1000} s of events`, "writes", writes, {
-      absolute: { text: `<= ${bound} (1/agent/5 s)`, ok: (m) => m <= bound },
-      loadFree: true,
-    }),
     figure(
       "5c",
-      `usage writes of their own for ${(EVENTS * EVENT_GAP_MS) / 1000} s of events`,
+      "usage writes, 500 s of events",
       "writes",
       usageWrites,
-      {
-        absolute: { text: `<= ${bound} (1/agent/5 s)`, ok: (m) => m <= bound },
-        loadFree: true,
-      },
+      { absolute: { text: `<= ${bound}`, ok: (m) => m <= bound }, loadFree: true },
+      `the usage counter's writes of its own for ${(EVENTS * EVENT_GAP_MS) / 1000} s of events; at most one per agent per 5 s`,
     ),
   ];
 }
