@@ -83,9 +83,15 @@ export class EventMonitor {
     this.stats.events++;
     this.family.learn(event);
     const signal = classifyEvent(event);
-    if (signal) this.enqueue(() => this.process(signal));
     const usage = usageEvent(event);
-    if (usage) this.enqueue(() => this.usage.apply(usage));
+    // One task for both: a message update is most of a busy stream, and each queued task costs a turn of the queue.
+    if (signal && usage) {
+      this.enqueue(async () => {
+        await this.process(signal);
+        await this.usage.apply(usage);
+      });
+    } else if (signal) this.enqueue(() => this.process(signal));
+    else if (usage) this.enqueue(() => this.usage.apply(usage));
   }
 
   /** Resolves once every event accepted so far has been processed. */

@@ -124,8 +124,13 @@ export class UsageCounter {
     // Sessions the plugin does not know (the user's other sessions, another project's) are none of its business.
     if (owners.length === 0) return;
     this.stats.events++;
-    // Kept fresh while usage flows, so the monitor's heartbeat writes may carry counts (see `carry`).
-    for (const owner of owners) await this.teamBudgeted(owner.teamName);
+    // Kept fresh while usage flows, so the monitor's heartbeat writes may carry counts (see `carry`); a team read
+    // lately is not waited for.
+    const now = this.ctx.clock.now();
+    for (const owner of owners) {
+      const known = this.teamBudgets.get(owner.teamName);
+      if (!known || now - known.at >= TEAM_REREAD_MS) await this.teamBudgeted(owner.teamName);
+    }
     let messages = this.sessions.get(sessionId);
     if (!messages) {
       messages = await this.countFromServer(sessionId, owners);
