@@ -5,14 +5,12 @@
  * old session in a new pane, and merges its branch; the leader's inbox holds a notice for each thing the person did.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
-import { processCommandLine, terminateProcess } from "../../src/edges/process-info.ts";
 import { DEFAULT_STORAGE_SUBDIR, StoragePaths } from "../../src/state/paths.ts";
-import { type AgentState, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { readJson } from "../../src/state/store.ts";
+import type { AgentState } from "../../src/state/schemas.ts";
 import { TeamStore } from "../../src/state/team-store.ts";
-import { git } from "../helpers/git.ts";
+import { commitProjectForWorktrees, git } from "../helpers/git.ts";
 import {
   type MockModel,
   OPENCODE_BIN,
@@ -46,21 +44,13 @@ beforeAll(async () => {
   });
   project = server.projectDir;
   await server.waitForToolIds(["spawn-agent"]);
-  git(project, "config", "user.name", "e2e");
-  git(project, "config", "user.email", "e2e@example.invalid");
-  writeFileSync(path.join(project, "app.txt"), "v1\n");
-  writeFileSync(path.join(project, ".git", "info", "exclude"), ".opencode/\n");
-  git(project, "add", "--", "opencode.json", "app.txt");
-  git(project, "commit", "--quiet", "-m", "app and config");
+  commitProjectForWorktrees(project);
   store = new TeamStore(new StoragePaths(path.join(project, DEFAULT_STORAGE_SUBDIR)));
   leader = await server.createSession("leader");
 }, 90_000);
 
 afterAll(async () => {
-  const info = project ? await readJson(store.paths.serverInfo(project), ServerInfoSchema) : undefined;
-  if (info?.kind === "ok" && (await processCommandLine(info.value.pid))?.includes("serve")) {
-    await terminateProcess(info.value.pid, 2_000);
-  }
+  // server.stop() also stops the project server the plugin started (harness/project-servers.ts).
   tmux.killServer(terminals);
   tmux.killServer(socket);
   await server?.stop();

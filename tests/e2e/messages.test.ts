@@ -8,7 +8,6 @@
  */
 import { expect, test } from "bun:test";
 import { v4 as uuidv4 } from "uuid";
-import { ServerManager } from "../../src/edges/server-manager.ts";
 import { resumeAgent } from "../../src/operations/agents/resume.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
 import { deliverInboxMessage } from "../../src/operations/messages/delivery.ts";
@@ -19,7 +18,7 @@ import { createTeam } from "../../src/operations/team/team.ts";
 import type { AgentState, TeamConfig } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { builtContext } from "../helpers/context.ts";
-import { recordServerInfo } from "../helpers/server-info.ts";
+import { recordServerInfo, useRecordedProjectServer } from "../helpers/server-info.ts";
 import { type OpencodeServer, useOpencode, waitFor } from "./harness/index.ts";
 import { callTool } from "./harness/session-tools.ts";
 
@@ -38,17 +37,7 @@ function context(server: OpencodeServer): TeamsContext {
   );
   // The harness started this server without a password, which the plugin would replace by one with a password on
   // its next start: resume-agent here reuses the recorded server as it is, as it reuses a protected one.
-  const servers = new ServerManager({
-    projectRoot: server.projectDir,
-    paths: ctx.store.paths,
-    startTimeoutMs: 30_000,
-  });
-  ctx.edges.ensureProjectServer = async () => {
-    const current = await servers.current();
-    if (!current) throw new Error("the recorded project server is not running");
-    return current;
-  };
-  return ctx;
+  return useRecordedProjectServer(ctx);
 }
 
 /** A message from the human (`opencode-teams send`) to `to`, stored in its inbox and not delivered yet. */

@@ -5,12 +5,11 @@
  * tested in spawn-kill.test.ts), on real sessions of that server.
  */
 import { expect, test } from "bun:test";
-import { ServerManager } from "../../src/edges/server-manager.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
 import type { InboxMessage, Task } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { builtContext } from "../helpers/context.ts";
-import { recordServerInfo } from "../helpers/server-info.ts";
+import { recordServerInfo, useRecordedProjectServer } from "../helpers/server-info.ts";
 import { useOpencode, waitFor } from "./harness/index.ts";
 import { callTool, toolPrompt } from "./harness/session-tools.ts";
 
@@ -32,17 +31,7 @@ function context(): TeamsContext {
     { background: false },
     "every session is on the project server",
   );
-  const servers = new ServerManager({
-    projectRoot: fx.server.projectDir,
-    paths: ctx.store.paths,
-    startTimeoutMs: 30_000,
-  });
-  ctx.edges.ensureProjectServer = async () => {
-    const current = await servers.current();
-    if (!current) throw new Error("the recorded project server is not running");
-    return current;
-  };
-  return ctx;
+  return useRecordedProjectServer(ctx);
 }
 
 test("real server: a plan of four, two workers claim, the dependent task waits for both, a killed worker's task is finished by the other", async () => {

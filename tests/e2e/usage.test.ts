@@ -10,7 +10,6 @@
  * the leader's process restarting.
  */
 import { afterAll, expect, test } from "bun:test";
-import { ServerManager } from "../../src/edges/server-manager.ts";
 import { UnavailableOpencodeApi } from "../../src/edges/unavailable.ts";
 import { resumeAgent } from "../../src/operations/agents/resume.ts";
 import { spawnAgent } from "../../src/operations/agents/spawn.ts";
@@ -20,7 +19,7 @@ import { createTeam } from "../../src/operations/team/team.ts";
 import { parseOptions } from "../../src/options.ts";
 import { buildContext } from "../../src/plugin.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
-import { recordServerInfo } from "../helpers/server-info.ts";
+import { recordServerInfo, useRecordedProjectServer } from "../helpers/server-info.ts";
 import { pricedMockProvider, useOpencode, waitFor } from "./harness/index.ts";
 
 const OPTIONS = { background: false, eventCoalesceMs: 200, maxAgents: 2, promptRetryDelayMs: 500 };
@@ -43,17 +42,7 @@ function context(): TeamsContext {
     log: () => {},
     localServer: new UnavailableOpencodeApi("the leader's session is on the project server here"),
   });
-  const servers = new ServerManager({
-    projectRoot: fx.server.projectDir,
-    paths: ctx.store.paths,
-    startTimeoutMs: 30_000,
-  });
-  ctx.edges.ensureProjectServer = async () => {
-    const current = await servers.current();
-    if (!current) throw new Error("the recorded project server is not running");
-    return current;
-  };
-  return ctx;
+  return useRecordedProjectServer(ctx);
 }
 
 /** The session's assistant messages summed as the server reports them. */

@@ -6,14 +6,12 @@
  * second conflicts; a dirty agent's worktree survives a kill and its resume continues in it.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { processCommandLine, terminateProcess } from "../../src/edges/process-info.ts";
 import { DEFAULT_STORAGE_SUBDIR, StoragePaths } from "../../src/state/paths.ts";
-import { type AgentState, type AgentWorktree, ServerInfoSchema } from "../../src/state/schemas.ts";
-import { readJson } from "../../src/state/store.ts";
+import type { AgentState, AgentWorktree } from "../../src/state/schemas.ts";
 import { TeamStore } from "../../src/state/team-store.ts";
-import { git } from "../helpers/git.ts";
+import { commitProjectForWorktrees, git } from "../helpers/git.ts";
 import {
   type MockModel,
   OPENCODE_BIN,
@@ -43,22 +41,13 @@ beforeAll(async () => {
   project = server.projectDir;
   await server.waitForToolIds(["spawn-agent", "merge-agent", "agent-diff"]);
   // The agents' worktrees are checkouts of a commit: the config that loads the plugin and the model must be in it.
-  git(project, "config", "user.name", "e2e");
-  git(project, "config", "user.email", "e2e@example.invalid");
-  writeFileSync(path.join(project, "app.txt"), "v1\n");
-  writeFileSync(path.join(project, ".git", "info", "exclude"), ".opencode/\n");
-  git(project, "add", "--", "opencode.json", "app.txt");
-  git(project, "commit", "--quiet", "-m", "app and config");
+  commitProjectForWorktrees(project);
   store = new TeamStore(new StoragePaths(path.join(project, DEFAULT_STORAGE_SUBDIR)));
   leader = await server.createSession("leader");
 }, 90_000);
 
 afterAll(async () => {
-  // The project server the plugin started is ours: stopped by its recorded pid, once checked to be `opencode serve`.
-  const info = project ? await readJson(store.paths.serverInfo(project), ServerInfoSchema) : undefined;
-  if (info?.kind === "ok" && (await processCommandLine(info.value.pid))?.includes("serve")) {
-    await terminateProcess(info.value.pid, 2_000);
-  }
+  // server.stop() also stops the project server the plugin started (harness/project-servers.ts).
   await server?.stop();
   await mock?.stop();
 }, 30_000);

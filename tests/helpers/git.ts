@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
 
@@ -30,4 +31,17 @@ export async function commitFile(dir: string, file: string, content: string, sub
   await writeFile(path.join(dir, file), content);
   git(dir, "add", "--", file);
   git(dir, "commit", "--quiet", "-m", subject);
+}
+
+/**
+ * Commit an e2e project's `opencode.json` (which loads the plugin and the model) and an `app.txt` of "v1": agents'
+ * worktrees are checkouts of a commit, so what they load must be in it. `.opencode/` stays out of git.
+ */
+export function commitProjectForWorktrees(project: string): void {
+  git(project, "config", "user.name", "e2e");
+  git(project, "config", "user.email", "e2e@example.invalid");
+  writeFileSync(path.join(project, "app.txt"), "v1\n");
+  writeFileSync(path.join(project, ".git", "info", "exclude"), ".opencode/\n");
+  git(project, "add", "--", "opencode.json", "app.txt");
+  git(project, "commit", "--quiet", "-m", "app and config");
 }

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { ServerManager } from "../../src/edges/server-manager.ts";
 import type { TeamsContext } from "../../src/operations/context.ts";
 import type { StoragePaths } from "../../src/state/paths.ts";
 import { type ServerInfo, ServerInfoSchema } from "../../src/state/schemas.ts";
@@ -37,4 +38,22 @@ export async function recordServerInfo(
 /** A server.json as the schema reads it; throws when it is missing or does not fit. */
 export function readServerInfo(file: string): ServerInfo {
   return ServerInfoSchema.parse(JSON.parse(readFileSync(file, "utf8")));
+}
+
+/**
+ * Point the context's project server at the one recorded in server.json (a test records the harness's own server
+ * there): used as it is, never started or replaced, as the plugin reuses a protected server.
+ */
+export function useRecordedProjectServer(ctx: TeamsContext): TeamsContext {
+  const servers = new ServerManager({
+    projectRoot: ctx.projectRoot,
+    paths: ctx.store.paths,
+    startTimeoutMs: 30_000,
+  });
+  ctx.edges.ensureProjectServer = async () => {
+    const current = await servers.current();
+    if (!current) throw new Error("the recorded project server is not running");
+    return current;
+  };
+  return ctx;
 }
