@@ -1,10 +1,5 @@
+import { type JsonRecord, jsonRecord } from "../json-record.ts";
 import type { MessageUsage } from "./opencode-api.ts";
-
-type Json = Record<string, unknown>;
-
-function record(value: unknown): Json | undefined {
-  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Json) : undefined;
-}
 
 /** A count as the server sent it; anything else (missing, negative, NaN, a string) counts nothing. */
 function amount(value: unknown): number {
@@ -16,7 +11,7 @@ function tokens(value: unknown): number {
 }
 
 /** A model id as the server names it, bounded: it becomes a key in state files and a column in the CLI. */
-function modelName(info: Json): string {
+function modelName(info: JsonRecord): string {
   const provider = typeof info.providerID === "string" ? info.providerID : "";
   const model = typeof info.modelID === "string" ? info.modelID : "";
   const name = provider && model ? `${provider}/${model}` : model || provider || "unknown";
@@ -29,13 +24,13 @@ function modelName(info: Json): string {
  * `info`), or undefined for anything else. Read defensively: a field missing in some version counts 0, never throws.
  */
 export function assistantUsage(value: unknown): MessageUsage | undefined {
-  const info = record(value);
+  const info = jsonRecord(value);
   if (info?.role !== "assistant") return undefined;
   const { id, sessionID } = info;
   if (typeof id !== "string" || id === "" || typeof sessionID !== "string" || sessionID === "")
     return undefined;
-  const counted = record(info.tokens) ?? {};
-  const cache = record(counted.cache) ?? {};
+  const counted = jsonRecord(info.tokens) ?? {};
+  const cache = jsonRecord(counted.cache) ?? {};
   return {
     sessionId: sessionID,
     messageId: id,

@@ -3,6 +3,7 @@
 // (keeping the child's session id, which the answer goes to), their work is the agent's sign of life; their errors and
 // deletions are not the agent's (see asAgentSignal).
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
+import { jsonRecord } from "../../json-record.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import type { SessionOwner } from "../team/identity.ts";
@@ -15,17 +16,11 @@ const MAX_REMEMBERED = 5_000;
 /** After the server could not be asked, how long mere signs of life do not ask again (requests always ask). */
 const QUIET_AFTER_FAILURE_MS = 5_000;
 
-type Json = Record<string, unknown>;
-
-function record(value: unknown): Json | undefined {
-  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Json) : undefined;
-}
-
 /** `session.created` / `session.updated` name the session's parent in `info.parentID` (OpenCode 1.18). */
 export function parentFromEvent(event: unknown): { sessionId: string; parentId: string | null } | undefined {
-  const root = record(event);
+  const root = jsonRecord(event);
   if (root?.type !== "session.created" && root?.type !== "session.updated") return undefined;
-  const info = record(record(root.properties)?.info);
+  const info = jsonRecord(jsonRecord(root.properties)?.info);
   const sessionId = info?.id;
   if (typeof sessionId !== "string" || sessionId === "") return undefined;
   const parentId = typeof info?.parentID === "string" && info.parentID !== "" ? info.parentID : null;

@@ -1,4 +1,5 @@
 import { boundText, EVENT_TEXT_MAX } from "../../bounded-text.ts";
+import { type JsonRecord, jsonRecord } from "../../json-record.ts";
 import type { HeartbeatSource } from "../../state/schemas.ts";
 import type { WaitingRequest } from "./waiting.ts";
 
@@ -20,12 +21,6 @@ export type Signal =
   | { kind: "waiting"; sessionId: string; request: WaitingRequest }
   /** A pending request was answered (by anyone: answer-permission, the pane, the server rejecting it on abort). */
   | { kind: "answered"; sessionId: string; requestId: string };
-
-type Json = Record<string, unknown>;
-
-function record(value: unknown): Json | undefined {
-  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Json) : undefined;
-}
 
 function text(value: unknown): string | undefined {
   return typeof value === "string" && value !== "" ? value : undefined;
@@ -51,7 +46,7 @@ function patternOf(value: unknown): string | undefined {
  * A permission request. OpenCode 1.18.33 sends `permission.asked` (`permission`, `patterns`); the 1.x SDK types name
  * `permission.updated` (`type`, `title`, `pattern`): both are read.
  */
-export function permissionAsked(props: Json): Signal | undefined {
+export function permissionAsked(props: JsonRecord): Signal | undefined {
   const sessionId = text(props.sessionID);
   const requestId = text(props.id);
   if (!sessionId || !requestId) return undefined;
@@ -71,11 +66,11 @@ export function permissionAsked(props: Json): Signal | undefined {
   };
 }
 
-export function questionAsked(props: Json): Signal | undefined {
+export function questionAsked(props: JsonRecord): Signal | undefined {
   const sessionId = text(props.sessionID);
   const requestId = text(props.id);
   if (!sessionId || !requestId) return undefined;
-  const questions = Array.isArray(props.questions) ? props.questions.map(record) : [];
+  const questions = Array.isArray(props.questions) ? props.questions.map(jsonRecord) : [];
   const title = requestText(
     questions
       .map((question) => text(question?.question) ?? text(question?.header))
@@ -86,7 +81,7 @@ export function questionAsked(props: Json): Signal | undefined {
   return { kind: "waiting", sessionId, request: { kind: "question", requestId, title, ...count } };
 }
 
-function answered(props: Json): Signal | undefined {
+function answered(props: JsonRecord): Signal | undefined {
   const sessionId = text(props.sessionID);
   const requestId = text(props.requestID) ?? text(props.permissionID);
   return sessionId && requestId ? { kind: "answered", sessionId, requestId } : undefined;
@@ -97,9 +92,9 @@ function answered(props: Json): Signal | undefined {
  * events the SDK types do not list, and a field missing in some version must not throw.
  */
 export function classifyEvent(event: unknown): Signal | undefined {
-  const root = record(event);
+  const root = jsonRecord(event);
   const type = text(root?.type);
-  const props = record(root?.properties) ?? {};
+  const props = jsonRecord(root?.properties) ?? {};
   switch (type) {
     case "session.status":
     case "session.idle":
@@ -124,12 +119,12 @@ export function classifyEvent(event: unknown): Signal | undefined {
   }
 }
 
-function sessionSignal(type: string, props: Json): Signal | undefined {
-  const info = record(props.info);
+function sessionSignal(type: string, props: JsonRecord): Signal | undefined {
+  const info = jsonRecord(props.info);
   switch (type) {
     case "session.status": {
       const sessionId = text(props.sessionID);
-      const status = text(record(props.status)?.type);
+      const status = text(jsonRecord(props.status)?.type);
       if (!sessionId || !status) return undefined;
       if (status === "busy" || status === "retry")
         return { kind: "busy", sessionId, source: "sdk_session_status" };
@@ -153,8 +148,8 @@ function sessionSignal(type: string, props: Json): Signal | undefined {
     case "session.error": {
       const sessionId = text(props.sessionID);
       if (!sessionId) return undefined;
-      const error = record(props.error);
-      const data = record(error?.data);
+      const error = jsonRecord(props.error);
+      const data = jsonRecord(error?.data);
       const statusCode = typeof data?.statusCode === "number" ? data.statusCode : undefined;
       return {
         kind: "error",
@@ -169,14 +164,14 @@ function sessionSignal(type: string, props: Json): Signal | undefined {
   }
 }
 
-function messageSignal(type: string, props: Json): Signal | undefined {
+function messageSignal(type: string, props: JsonRecord): Signal | undefined {
   if (type === "message.updated") {
-    const info = record(props.info);
+    const info = jsonRecord(props.info);
     const sessionId = text(props.sessionID) ?? text(info?.sessionID);
     if (!sessionId) return undefined;
     const succeeded =
       info?.role === "assistant" &&
-      typeof record(info.time)?.completed === "number" &&
+      typeof jsonRecord(info.time)?.completed === "number" &&
       info.error === undefined;
     return {
       kind: "activity",
@@ -186,11 +181,11 @@ function messageSignal(type: string, props: Json): Signal | undefined {
       ...(succeeded ? { succeeded } : {}),
     };
   }
-  const part = record(props.part);
+  const part = jsonRecord(props.part);
   const sessionId = text(props.sessionID) ?? text(part?.sessionID);
   if (!sessionId) return undefined;
   if (part?.type !== "tool") return { kind: "activity", sessionId, source: "sdk_message", running: false };
-  const status = text(record(part.state)?.status);
+  const status = text(jsonRecord(part.state)?.status);
   return {
     kind: "activity",
     sessionId,

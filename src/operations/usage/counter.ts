@@ -1,6 +1,7 @@
 import { isoNow } from "../../clock.ts";
 import { assistantUsage } from "../../edges/message-usage.ts";
 import type { MessageUsage, OpencodeApi } from "../../edges/opencode-api.ts";
+import { jsonRecord } from "../../json-record.ts";
 import type { AgentState, HeartbeatRecord } from "../../state/schemas.ts";
 import type { Budget, UsageTotals } from "../../state/usage-schema.ts";
 import type { TeamsContext } from "../context.ts";
@@ -19,15 +20,9 @@ export type UsageEvent =
   | { kind: "message"; usage: MessageUsage }
   | { kind: "removed"; sessionId: string; messageId: string };
 
-type Json = Record<string, unknown>;
-
-function record(value: unknown): Json | undefined {
-  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Json) : undefined;
-}
-
 export function usageEvent(event: unknown): UsageEvent | undefined {
-  const root = record(event);
-  const props = record(root?.properties);
+  const root = jsonRecord(event);
+  const props = jsonRecord(root?.properties);
   if (root?.type === "message.updated") {
     const usage = assistantUsage(props?.info);
     return usage ? { kind: "message", usage } : undefined;
