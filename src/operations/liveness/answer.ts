@@ -8,7 +8,7 @@ import { CallerError, errorText, failureFromError, type OpResult } from "../resu
 import { loadTeam, requireLeader } from "../team/identity.ts";
 import { descendsFrom } from "./child-sessions.ts";
 import { isRunning } from "./heartbeat.ts";
-import { permissionAsked, questionAsked } from "./signals.ts";
+import { pendingSignal } from "./signals.ts";
 import {
   NO_SERVER,
   type PermissionResponse,
@@ -66,8 +66,7 @@ async function serverPending(ctx: TeamsContext, agent: AgentState): Promise<Serv
   const requests: WaitingRequest[] = [];
   const elsewhere = new Set<string>();
   for (const item of listed) {
-    const signal =
-      item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
+    const signal = pendingSignal(item);
     if (signal?.kind !== "waiting") continue;
     if (signal.sessionId === agent.sessionId) requests.push(signal.request);
     else if (await startedBy(server, signal.sessionId, agent))

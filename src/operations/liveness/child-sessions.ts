@@ -17,7 +17,7 @@ const MAX_REMEMBERED = 5_000;
 const QUIET_AFTER_FAILURE_MS = 5_000;
 
 /** `session.created` / `session.updated` name the session's parent in `info.parentID` (OpenCode 1.18). */
-export function parentFromEvent(event: unknown): { sessionId: string; parentId: string | null } | undefined {
+function parentFromEvent(event: unknown): { sessionId: string; parentId: string | null } | undefined {
   const root = jsonRecord(event);
   if (root?.type !== "session.created" && root?.type !== "session.updated") return undefined;
   const info = jsonRecord(jsonRecord(root.properties)?.info);
@@ -34,7 +34,7 @@ export function parentFromEvent(event: unknown): { sessionId: string; parentId: 
  * tool hands it to the agent's model as the tool's result, and the agent's own turn errors if its model fails. Its
  * deletion is not the agent's death.
  */
-export function asAgentSignal(signal: Signal, agentSessionId: string): Signal | undefined {
+function asAgentSignal(signal: Signal, agentSessionId: string): Signal | undefined {
   const child = signal.sessionId;
   switch (signal.kind) {
     case "busy":

@@ -16,7 +16,7 @@ const ERROR_TEXT_MAX = 500;
  * pane) and which is no failure of the model. Retries OpenCode makes by itself never get here: they are
  * `session.status` `retry`, and only the error that ends the turn is a `session.error`.
  */
-export function failureKind({ name, message = "", statusCode }: ErrorSignal): FailureKind | undefined {
+function failureKind({ name, message = "", statusCode }: ErrorSignal): FailureKind | undefined {
   if (name === "MessageAbortedError") return undefined;
   if (isContextOverflow(name, message)) return "context_overflow";
   if (name === "MessageOutputLengthError") return "output_length";
@@ -37,7 +37,7 @@ export function failureKind({ name, message = "", statusCode }: ErrorSignal): Fa
 }
 
 /** Hostile text made safe to store and to put into a prompt or a terminal: one line, no control characters, bounded. */
-export function boundedText(text: string, max = ERROR_TEXT_MAX): string {
+function boundedText(text: string, max = ERROR_TEXT_MAX): string {
   const line = text
     // biome-ignore lint/suspicious/noControlCharactersInRegex: removing control characters is the point.
     .replace(/[\u0000-\u001f\u007f-\u009f]+/g, " ")
@@ -120,7 +120,7 @@ const KIND_ADVICE: Partial<Record<FailureKind, string>> = {
 };
 
 /** The leader's notice: who, on which model, the error, and the next move. */
-export function failureNotice(agent: AgentState, failure: ModelFailure): string {
+function failureNotice(agent: AgentState, failure: ModelFailure): string {
   const resume = JSON.stringify({
     teamName: agent.teamName,
     agentId: agent.agentId,

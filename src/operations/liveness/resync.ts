@@ -4,7 +4,7 @@ import type { OpencodeApi } from "../../edges/opencode-api.ts";
 import type { AgentState } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { isLive } from "./heartbeat.ts";
-import { permissionAsked, questionAsked, type Signal } from "./signals.ts";
+import { pendingSignal, type Signal } from "./signals.ts";
 
 /** What a resync needs of the monitor. */
 export interface ResyncTarget {
@@ -31,7 +31,9 @@ export async function resyncAgents(
     const { items } = await ctx.store.listAgentViews(teamName);
     for (const { state } of items) if (state.role !== "leader" && isLive(state.status)) live.push(state);
   }
-  const { statuses, failed } = await server.sessionStatuses([...new Set(live.map((state) => state.cwd))]);
+  // The server answers for one directory at a time: the sessions' own (their agents' cwd).
+  const directories = [...new Set(live.map((state) => state.cwd))];
+  const { statuses, failed } = await server.sessionStatuses(directories);
   target.counted();
   for (const [directory, error] of Object.entries(failed)) {
     ctx.log("warn", "resync: the project's OpenCode server did not answer for a directory", {
@@ -63,7 +65,7 @@ export async function resyncAgents(
       }
     }
   }
-  await reconcileWaiting(server, live, target);
+  await reconcileWaiting(server, live, directories, target);
   return live;
 }
 
@@ -71,19 +73,17 @@ export async function resyncAgents(
 async function reconcileWaiting(
   server: OpencodeApi,
   live: readonly AgentState[],
+  directories: readonly string[],
   target: ResyncTarget,
 ): Promise<void> {
-  const pending = await server
-    .pendingRequests([...new Set(live.map((state) => state.cwd))])
-    .catch(() => undefined);
+  const pending = await server.pendingRequests(directories).catch(() => undefined);
   // A server without these lists (or one that did not answer) leaves waitingFor to the events and to idle.
   if (!pending) return;
   const open = new Map<string, Signal>();
   const openIds = new Set<string>();
   const agentSessions = new Set(live.map((state) => state.sessionId));
   for (const item of pending) {
-    const signal =
-      item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
+    const signal = pendingSignal(item);
     if (signal?.kind !== "waiting") continue;
     openIds.add(signal.request.requestId);
     if (agentSessions.has(signal.sessionId)) open.set(signal.sessionId, signal);

@@ -1,4 +1,5 @@
 import { boundText, EVENT_TEXT_MAX } from "../../bounded-text.ts";
+import type { PendingRequest } from "../../edges/opencode-api.ts";
 import { type JsonRecord, jsonRecord } from "../../json-record.ts";
 import type { HeartbeatSource } from "../../state/schemas.ts";
 import type { WaitingRequest } from "./waiting.ts";
@@ -79,6 +80,11 @@ export function questionAsked(props: JsonRecord): Signal | undefined {
   );
   const count = questions.length > 1 ? { questions: questions.length } : {};
   return { kind: "waiting", sessionId, request: { kind: "question", requestId, title, ...count } };
+}
+
+/** A request the server lists as pending, read as the event that asked it would be. */
+export function pendingSignal(item: PendingRequest): Signal | undefined {
+  return item.kind === "permission" ? permissionAsked(item.properties) : questionAsked(item.properties);
 }
 
 function answered(props: JsonRecord): Signal | undefined {

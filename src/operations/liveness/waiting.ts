@@ -36,7 +36,7 @@ export type PermissionResponse = "once" | "always" | "reject";
 const READABLE_CHARS = 160;
 
 /** `text` cut to a readable length, saying how much was left out. */
-export function readable(text: string, max = READABLE_CHARS): string {
+function readable(text: string, max = READABLE_CHARS): string {
   return text.length > max ? `${text.slice(0, max)}… (${text.length - max} more characters)` : text;
 }
 

@@ -4,7 +4,7 @@ import type { FiledMessage } from "../../state/inbox-files.ts";
 import type { InboxMessage, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { serverWithSession, sessionShows } from "./delivery.ts";
-import { reachedRecipient, readPending } from "./inbox-bound.ts";
+import { readPending } from "./inbox-bound.ts";
 
 /** Sender of notices the plugin itself writes (as opposed to an agent). */
 export const SYSTEM_SENDER = "opencode-teams";
@@ -49,7 +49,8 @@ function isNotice(message: InboxMessage): boolean {
 /** Notices not in the leader's session yet and not read with read-messages (which marks under the digest lock). */
 async function pendingNotices(ctx: TeamsContext, team: TeamConfig): Promise<FiledMessage[]> {
   const { items } = await readPending(ctx, team.name, team.leader);
-  return items.filter((message) => isNotice(message) && !reachedRecipient(message));
+  // readPending leaves out what reached the leader already.
+  return items.filter(isNotice);
 }
 
 function flushKey(ctx: TeamsContext, team: TeamConfig): string {

@@ -26,7 +26,7 @@ function bootKey(ctx: TeamsContext): string {
  * is under way joins it instead of queueing on the start lock; it logs that it did (the proof that a prewarm helped).
  * Throws what ensureRunning throws.
  */
-export function bootProjectServer(ctx: TeamsContext, by: string): Promise<ProjectServer> {
+function bootProjectServer(ctx: TeamsContext, by: string): Promise<ProjectServer> {
   const ensure = ctx.edges.ensureProjectServer;
   if (!ensure) return Promise.reject(new Error("this process cannot start a project server"));
   const key = bootKey(ctx);

@@ -93,8 +93,7 @@ export class UsageCounter {
     const messages = this.sessions.get(agent.sessionId);
     if (!messages || agent.resumedBy || agent.budget) return record;
     // Known to have no budget, and lately: once that is old the counter's own write looks again (see `budgeted`).
-    const team = this.teamBudgets.get(teamName);
-    if (team?.budgeted !== false || now - team.at >= TEAM_REREAD_MS) return record;
+    if (this.knownTeam(teamName, now)?.budgeted !== false) return record;
     const run = runShare(sumMessages(messages.values()), agent.usageBase);
     const counted = record.usage;
     if (counted && (behind(run.totals, counted.totals) || sameSums(counted, run))) return record;
@@ -122,10 +121,8 @@ export class UsageCounter {
     // Kept fresh while usage flows, so the monitor's heartbeat writes may carry counts (see `carry`); a team read
     // lately is not waited for.
     const now = this.ctx.clock.now();
-    for (const owner of owners) {
-      const known = this.teamBudgets.get(owner.teamName);
-      if (!known || now - known.at >= TEAM_REREAD_MS) await this.teamBudgeted(owner.teamName);
-    }
+    for (const owner of owners)
+      if (!this.knownTeam(owner.teamName, now)) await this.teamBudgeted(owner.teamName);
     let messages = this.sessions.get(sessionId);
     if (!messages) {
       messages = await this.countFromServer(sessionId, owners);
@@ -228,10 +225,16 @@ export class UsageCounter {
     return this.teamBudgeted(agent.teamName);
   }
 
+  /** Whether the team has a budget, as read within the last TEAM_REREAD_MS; undefined when not read lately. */
+  private knownTeam(teamName: string, now: number): { budgeted: boolean } | undefined {
+    const known = this.teamBudgets.get(teamName);
+    return known && now - known.at < TEAM_REREAD_MS ? known : undefined;
+  }
+
   private async teamBudgeted(teamName: string): Promise<boolean> {
     const now = this.ctx.clock.now();
-    const known = this.teamBudgets.get(teamName);
-    if (known && now - known.at < TEAM_REREAD_MS) return known.budgeted;
+    const known = this.knownTeam(teamName, now);
+    if (known) return known.budgeted;
     const team = await this.ctx.store.readTeam(teamName);
     const budgeted = team.kind === "ok" && team.value.budget !== undefined;
     this.teamBudgets.set(teamName, { budgeted, at: now });
