@@ -152,7 +152,7 @@ export const LOOK_COMMANDS: CommandSpec[] = [
       const team = await teamOrFail(ctx, args[0] ?? "");
       const agent =
         args[1] === undefined || args[1] === "leader" ? undefined : await resolveAgent(ctx, team, args[1]);
-      const view = await collectInbox(ctx, team.name, agent?.agentId ?? "leader");
+      const view = await collectInbox(ctx, team, agent?.agentId ?? team.leader);
       show(view, () => renderInbox(view, paint));
       return 0;
     },

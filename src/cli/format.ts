@@ -34,8 +34,11 @@ export function renderTable(
   const shown = rows.map((row) =>
     row.map((cell) => {
       const max = cell.max ?? CELL_MAX;
-      cut ||= cell.text.length > max || terminalLine(cell.text).length > max;
-      return { ...cell, text: terminalLine(cell.text, max) };
+      // Escaping only lengthens a text: when the escaped whole fits, nothing is cut.
+      const whole = terminalLine(cell.text);
+      const fits = whole.length <= max;
+      cut ||= !fits;
+      return { ...cell, text: fits ? whole : terminalLine(cell.text, max) };
     }),
   );
   const widths = headers.map((header, column) =>

@@ -2,7 +2,7 @@ import type { TeamsContext } from "../operations/context.ts";
 import { listInbox, viewOf } from "../operations/messages/inbox.ts";
 import { HUMAN, sendAs } from "../operations/messages/messages.ts";
 import { loadTeam } from "../operations/team/identity.ts";
-import { isAgentId } from "../state/paths.ts";
+import type { TeamConfig } from "../state/schemas.ts";
 import { type Cell, localTime, type Painter, renderTable, renderWarnings } from "./format.ts";
 
 /** `opencode-teams send <team> <to> <message...>`: a message from `human`, delivered like send-message's. */
@@ -26,20 +26,8 @@ export function sentSentence(sent: { deliveries: { name: string; delivery: strin
   return `Message sent: ${parts.join("; ")}.`;
 }
 
-/** `opencode-teams inbox <team> [agent]`: an inbox (the leader's by default), newest first; nothing is marked read. */
-export async function collectInbox(ctx: TeamsContext, teamName: string, who = "leader") {
-  const team = await loadTeam(ctx, teamName);
-  let agentId = team.leader;
-  if (who !== "leader" && who !== team.leader) {
-    const { items } = await ctx.store.listAgentViews(team.name);
-    const matches = items
-      .map((view) => view.state)
-      .filter((state) => (isAgentId(who) ? state.agentId === who : state.name === who))
-      .sort((a, b) => (a.createdAt < b.createdAt ? 1 : -1));
-    const agent = matches[0];
-    if (!agent) throw new Error(`No agent '${who}' in team '${team.name}'`);
-    agentId = agent.agentId;
-  }
+/** `opencode-teams inbox <team> [agent]`: an agent's inbox, newest first; nothing is marked read. */
+export async function collectInbox(ctx: TeamsContext, team: TeamConfig, agentId: string) {
   const { items, warnings } = await listInbox(ctx, team, agentId);
   return { team: team.name, agentId, messages: items.map(viewOf), warnings };
 }

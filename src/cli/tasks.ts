@@ -2,7 +2,8 @@ import type { TeamsContext } from "../operations/context.ts";
 import { type TaskView, taskView } from "../operations/team/task.ts";
 import { quoteTitle } from "../operations/team/task-events.ts";
 import { TaskGraph } from "../operations/team/task-graph.ts";
-import { formatAge, type Painter, type Style } from "./format.ts";
+import { shortId } from "./agent-ref.ts";
+import { formatAge, type Painter, renderWarnings, type Style } from "./format.ts";
 
 export interface BoardTask extends TaskView {
   /** The assignee's name, when its agent file reads. */
@@ -53,7 +54,7 @@ const MAX_INDENT = 16;
 
 function taskLine(task: BoardTask, paint: Painter): string {
   const status = task.ready ? "ready" : task.status === "pending" ? "blocked" : task.status;
-  const owner = task.assigneeName ?? task.assignee?.slice(0, 8) ?? "-";
+  const owner = task.assigneeName ?? (task.assignee ? shortId(task.assignee) : "-");
   const also = task.blockedBy.length > 1 ? paint(`  (waits for ${task.blockedBy.join(", ")})`, "gray") : "";
   const why = task.reason ? paint(`  ${quoteTitle(task.reason)}`, "gray") : "";
   return `${paint(task.id, "bold")} ${paint(status.padEnd(11), TASK_STYLE[task.ready ? "completed" : task.status])} ${owner.padEnd(12)} ${formatAge(task.ageS).padStart(6)}  ${quoteTitle(task.title)}${also}${why}`;
@@ -109,6 +110,5 @@ export function renderTasks(report: TasksReport, paint: Painter): string {
     );
     return [head, ...(tasks.length > 0 ? renderTaskTree(tasks, paint) : ["(no tasks)"])].join("\n");
   });
-  const warnings = report.warnings.map((warning) => paint(`warning: ${warning}`, "yellow"));
-  return [...parts, ...warnings].join("\n\n") || "no teams";
+  return [...parts, ...renderWarnings(report.warnings, paint)].join("\n\n") || "no teams";
 }

@@ -1,8 +1,6 @@
 import type { TeamsContext } from "../operations/context.ts";
 import { agentBranch, worktreeContents } from "../operations/worktrees/bring-home.ts";
 import { exists, gitOf, leaderRepo } from "../operations/worktrees/repo.ts";
-import { isAgentId } from "../state/paths.ts";
-import type { AgentState } from "../state/schemas.ts";
 import { type Cell, type Painter, renderTable, STATUS_STYLE } from "./format.ts";
 import { terminalBlock, terminalLine } from "./terminal-text.ts";
 
@@ -72,26 +70,16 @@ export function renderWorktrees(rows: readonly WorktreeRow[], paint: Painter): s
   );
 }
 
-/** The agent `who` (its name or id) of `teamName`. */
-async function findAgent(ctx: TeamsContext, teamName: string, who: string): Promise<AgentState> {
-  const { items } = await ctx.store.listAgentViews(teamName);
-  const matches = items.filter(({ state }) => (isAgentId(who) ? state.agentId === who : state.name === who));
-  // A name is reused by a resumed agent: the newest record is the one that works on.
-  const newest = matches.map(({ state }) => state).sort((a, b) => b.createdAt.localeCompare(a.createdAt))[0];
-  if (!newest) throw new Error(`No agent '${who}' in team '${teamName}'`);
-  return newest;
-}
-
-export async function collectDiff(ctx: TeamsContext, teamName: string, who: string) {
-  const agent = await findAgent(ctx, teamName, who);
-  const { agent: withWorktree, repo, tip } = await agentBranch(ctx, { teamName, agentId: agent.agentId });
+/** `opencode-teams diff <team> <agent>`: the agent's branch as agent-diff gives it. */
+export async function collectDiff(ctx: TeamsContext, teamName: string, agentId: string) {
+  const { agent, repo, tip } = await agentBranch(ctx, { teamName, agentId });
   return {
     team: teamName,
     agent: agent.name,
     agentId: agent.agentId,
     status: agent.status,
-    worktree: withWorktree.worktree,
-    ...(await worktreeContents(ctx, withWorktree.worktree, repo, tip)),
+    worktree: agent.worktree,
+    ...(await worktreeContents(ctx, agent.worktree, repo, tip)),
   };
 }
 
