@@ -75,6 +75,12 @@ function worktreeEntries(out: string): WorktreeEntry[] {
 }
 
 /** The real `git` binary, run with an argument vector (no shell). */
+/** Literal pathspecs (a path holding `*` names that file only), in chunks that stay far below the argv limit. */
+function* literalSpecChunks(paths: readonly string[]): Generator<string[]> {
+  for (let i = 0; i < paths.length; i += 500)
+    yield paths.slice(i, i + 500).map((file) => `:(literal)${file}`);
+}
+
 export class GitCli implements GitApi {
   private readonly env: Record<string, string>;
   constructor(
@@ -286,9 +292,7 @@ export class GitCli implements GitApi {
 
   async untrackedAt(repo: string, paths: readonly string[]): Promise<string[]> {
     const found: string[] = [];
-    // Literal pathspecs (a path holding `*` names that file only), in chunks that stay far below the argv limit.
-    for (let i = 0; i < paths.length; i += 500) {
-      const specs = paths.slice(i, i + 500).map((file) => `:(literal)${file}`);
+    for (const specs of literalSpecChunks(paths)) {
       const args = ["ls-files", "-z", "--others", "--directory", "--no-empty-directory", "--", ...specs];
       found.push(...fields(await this.ok(repo, args)));
     }
@@ -304,8 +308,7 @@ export class GitCli implements GitApi {
 
   async assumedUnchanged(repo: string, paths: readonly string[]): Promise<string[]> {
     const found: string[] = [];
-    for (let i = 0; i < paths.length; i += 500) {
-      const specs = paths.slice(i, i + 500).map((file) => `:(literal)${file}`);
+    for (const specs of literalSpecChunks(paths)) {
       // `-v` tags an entry marked assume-unchanged with a lower-case letter.
       for (const entry of fields(await this.ok(repo, ["ls-files", "-z", "-v", "--", ...specs]))) {
         if (/^[a-z] /.test(entry)) found.push(entry.slice(2));

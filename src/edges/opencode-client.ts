@@ -116,19 +116,15 @@ export class SdkOpencodeApi implements OpencodeApi {
   }
 
   async sessionExists(sessionId: string): Promise<boolean> {
-    const result = await this.client.session
-      .get({ path: { id: sessionId }, signal: this.signal() })
-      .catch((error: unknown) => {
-        throw new Error(
-          `GET /session/${sessionId} failed: ${error instanceof Error ? error.message : String(error)}`,
-        );
-      });
-    if (result.data) return true;
-    if (result.response?.status === 404) return false;
-    throw explain(`GET /session/${sessionId}`, result);
+    return (await this.sessionInfo(sessionId)) !== null;
   }
 
   async sessionParent(sessionId: string): Promise<string | null> {
+    return (await this.sessionInfo(sessionId))?.parentID ?? null;
+  }
+
+  /** `GET /session/{id}`: the session, or null when the server has none of that id (404). */
+  private async sessionInfo(sessionId: string): Promise<{ parentID?: string } | null> {
     const result = await this.client.session
       .get({ path: { id: sessionId }, signal: this.signal() })
       .catch((error: unknown) => {
@@ -136,7 +132,7 @@ export class SdkOpencodeApi implements OpencodeApi {
           `GET /session/${sessionId} failed: ${error instanceof Error ? error.message : String(error)}`,
         );
       });
-    if (result.data) return result.data.parentID ?? null;
+    if (result.data) return result.data;
     if (result.response?.status === 404) return null;
     throw explain(`GET /session/${sessionId}`, result);
   }
