@@ -1,6 +1,13 @@
 import { tool } from "@opencode-ai/plugin";
 import type { TeamsContext } from "../operations/context.ts";
-import { createTask, listTasks, MAX_TASKS_PER_CALL } from "../operations/team/task.ts";
+import {
+  createTask,
+  LIST_LIMIT_DEFAULT,
+  LIST_LIMIT_MAX,
+  LISTED_DESCRIPTION_MAX,
+  listTasks,
+  MAX_TASKS_PER_CALL,
+} from "../operations/team/task.ts";
 import { claimTask } from "../operations/team/task-claim.ts";
 import { MAX_BLOCKERS } from "../operations/team/task-graph.ts";
 import { REASON_MAX, updateTask } from "../operations/team/task-update.ts";
@@ -82,19 +89,40 @@ export function updateTaskTool(ctx: TeamsContext) {
 
 export function listTasksTool(ctx: TeamsContext) {
   return tool({
-    description: toolDescription(listTasksDescription, ctx.options),
+    description: toolDescription(listTasksDescription, ctx.options, {
+      limitDefault: LIST_LIMIT_DEFAULT,
+      limitMax: LIST_LIMIT_MAX,
+      descriptionMax: LISTED_DESCRIPTION_MAX,
+    }),
     args: {
       teamName: z.string().min(1).describe("Team name"),
       status: taskStatus.optional().describe("Only tasks with this status"),
       assignee: z.string().optional().describe("Only tasks owned by this agent id"),
       ready: z.boolean().optional().describe("true: only tasks that can be claimed now"),
+      taskId: z.string().min(1).optional().describe("Only this task, its description whole"),
+      limit: z
+        .number()
+        .int()
+        .min(1)
+        .max(LIST_LIMIT_MAX)
+        .optional()
+        .describe(`At most this many tasks (default ${LIST_LIMIT_DEFAULT})`),
+      offset: z
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .describe("Skip this many matching tasks (nextOffset of the last page)"),
     },
     execute: (args, context) =>
       runTool(
         "list-tasks",
         ctx.log,
         () => listTasks(ctx, args, context.sessionID),
-        (result) => `${result.tasks.length} task(s)`,
+        (result) =>
+          result.tasks.length === result.total
+            ? `${result.total} task(s)`
+            : `${result.tasks.length} of ${result.total} task(s)`,
       ),
   });
 }

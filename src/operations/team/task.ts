@@ -1,3 +1,4 @@
+import { boundText } from "../../bounded-text.ts";
 import { isoNow } from "../../clock.ts";
 import { assertAgentId } from "../../state/paths.ts";
 import type { Task, TaskBoard, TaskStatus } from "../../state/schemas.ts";
@@ -134,29 +135,96 @@ export interface ListTasksInput {
   status?: TaskStatus;
   assignee?: string;
   ready?: boolean;
+  taskId?: string;
+  limit?: number;
+  offset?: number;
+}
+
+/**
+ * One listing's bounds (specs/list-tasks.md): a page of tasks and a cut in each description, so that a board of a
+ * thousand tasks does not put a hundred thousand tokens into the caller's context.
+ */
+export const LIST_LIMIT_DEFAULT = 100;
+export const LIST_LIMIT_MAX = 1_000;
+export const LISTED_DESCRIPTION_MAX = 300;
+
+/** What a listing shows of a task: its view, the description cut past LISTED_DESCRIPTION_MAX. */
+function listedView(graph: TaskGraph, task: Task): TaskView {
+  const view = taskView(graph, task);
+  if (task.description === undefined || task.description.length <= LISTED_DESCRIPTION_MAX) return view;
+  return {
+    ...view,
+    description: boundText(task.description, LISTED_DESCRIPTION_MAX, "list-tasks with taskId shows it whole"),
+  };
+}
+
+/** A board's graph and the listed view of every task on it, in board order. */
+interface BoardListing {
+  graph: TaskGraph;
+  views: readonly TaskView[];
+}
+
+/**
+ * Listings by board, built once per board read: readTasks hands back the same tasks array while the file is unchanged
+ * (and never changes it), so a repeated list-tasks of an unchanged board indexes nothing again. A changed board is a
+ * new array, so nothing here outlives the board it was built from. The views are shared by the calls: never changed.
+ */
+const listings = new WeakMap<readonly Task[], BoardListing>();
+
+function listingOf(tasks: readonly Task[]): BoardListing {
+  let listing = listings.get(tasks);
+  if (!listing) {
+    const graph = new TaskGraph(tasks);
+    listing = { graph, views: tasks.map((task) => listedView(graph, task)) };
+    listings.set(tasks, listing);
+  }
+  return listing;
+}
+
+function checkPage(input: ListTasksInput): { limit: number; offset: number } {
+  const limit = input.limit ?? LIST_LIMIT_DEFAULT;
+  const offset = input.offset ?? 0;
+  if (!Number.isInteger(limit) || limit < 1 || limit > LIST_LIMIT_MAX) {
+    throw new CallerError(`limit must be a whole number from 1 to ${LIST_LIMIT_MAX}`);
+  }
+  if (!Number.isInteger(offset) || offset < 0) throw new CallerError("offset must be a whole number from 0");
+  return { limit, offset };
 }
 
 export async function listTasks(
   ctx: TeamsContext,
   input: ListTasksInput,
   sessionId: string,
-): Promise<OpResult<{ tasks: TaskView[]; warnings?: string[] }>> {
+): Promise<OpResult<{ tasks: TaskView[]; total: number; nextOffset?: number; warnings?: string[] }>> {
+  const { limit, offset } = checkPage(input);
   const team = await loadTeam(ctx, input.teamName);
   await requireMember(ctx, team, sessionId);
   if (input.assignee !== undefined) assertAgentId(input.assignee);
   const board = await ctx.store.readTasks(team.name);
-  const graph = new TaskGraph(board.kind === "ok" ? board.value.tasks : []);
-  const tasks: TaskView[] = [];
-  for (const task of graph.tasks) {
-    if (input.status !== undefined && task.status !== input.status) continue;
-    if (input.assignee !== undefined && task.assignee !== input.assignee) continue;
-    const view = taskView(graph, task);
-    if (input.ready !== undefined && view.ready !== input.ready) continue;
-    tasks.push(view);
-  }
+  const boardTasks = board.kind === "ok" ? board.value.tasks : [];
+  const { graph, views } = listingOf(boardTasks);
+  const { status, assignee, ready, taskId } = input;
+  const matches = (view: TaskView) =>
+    (status === undefined || view.status === status) &&
+    (assignee === undefined || view.assignee === assignee) &&
+    (ready === undefined || view.ready === ready) &&
+    (taskId === undefined || view.id === taskId);
+  // The task asked for by id is shown whole: the way to read a description a listing cut.
+  const matching =
+    taskId !== undefined
+      ? boardTasks.flatMap((task, index) =>
+          matches(views[index] as TaskView) ? [taskView(graph, task)] : [],
+        )
+      : views.filter(matches);
+  const tasks = matching.slice(offset, offset + limit);
+  const page = {
+    tasks,
+    total: matching.length,
+    ...(offset + limit < matching.length ? { nextOffset: offset + limit } : {}),
+  };
   return board.kind === "corrupt"
-    ? { success: true, tasks, ...boardWarnings([board.warning]) }
-    : { success: true, tasks };
+    ? { success: true, ...page, ...boardWarnings([board.warning]) }
+    : { success: true, ...page };
 }
 
 /**
