@@ -62,7 +62,7 @@ export function identityText(
       "above all during long builds, test runs or large edits that make no other tool calls. " +
       `Without a sign of life for ${terms.staleSeconds} seconds ${times} you are marked inactive and your tasks go back to the team.`,
     `- Tasks: take work from the team's task board with \`claim-task\` {"teamName": ${JSON.stringify(agent.teamName)}} (it hands you the next ready task and marks it yours); a task id named in your first message you start with \`update-task\` status in_progress. ` +
-      "When you finish a task, set it completed (or failed, with a reason) with `update-task`, then call `claim-task` again for the next one; `list-tasks` shows the whole board.",
+      "When you finish a task, set it completed (or failed, with a reason) with `update-task`, then call `claim-task` again for the next one; `list-tasks` shows the board (a page of 100 tasks at a time; `ready: true` or `assignee` narrows it).",
     `- Messages: a user message whose first line is "[message from <name> (<role>) via team ${agent.teamName}, id <id>]" comes from a team member (or a human); the leader may change your course that way. To ask the leader something, call \`send-message\` with {"teamName": ${JSON.stringify(agent.teamName)}, "to": "leader", "message": "..."}.`,
     headerRules(agent.teamName),
     `- When your work is done, call \`complete-agent\` with {${ids}, "status": "completed", "summary": "<what you did>", "report": "<your findings>"} ` +
