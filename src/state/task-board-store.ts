@@ -1,0 +1,322 @@
+// The task board's files: tasks.json and its journal of status changes (task-journal.ts), read into one board, cached
+// by the stat of both, and changed under the board's lock. See specs/storage.md ("The task board's journal").
+import {
+  type BigIntStats,
+  closeSync,
+  fdatasync,
+  fstatSync,
+  ftruncateSync,
+  openSync,
+  statSync,
+  writeSync,
+} from "node:fs";
+import { open, readFile, writeFile } from "node:fs/promises";
+import path from "node:path";
+import { promisify } from "node:util";
+import type { DamageNotes } from "./damage-notes.ts";
+import { type LockTiming, withFileLock } from "./lock.ts";
+import { PRIVATE_FILE_MODE } from "./modes.ts";
+import type { StoragePaths } from "./paths.ts";
+import { type TaskBoard, TaskBoardSchema } from "./schemas.ts";
+import { createJson, type ReadResult, readJson, replaceText, syncDir, type UpdateOutcome } from "./store.ts";
+import {
+  appliedRecord,
+  JOURNAL_BOUND,
+  JOURNAL_NAME,
+  type JournalState,
+  journalHeader,
+  NO_JOURNAL,
+  newGeneration,
+  replay,
+  statusRecord,
+} from "./task-journal.ts";
+import { newTaskSeries } from "./task-series.ts";
+
+const datasync = promisify(fdatasync);
+
+/** As StatCache's: a file changed less than this long ago may change again within the same mtime tick. */
+const SETTLE_MS = 100;
+/** How often a read without the lock starts over when the board was replaced while its journal was read. */
+const REREADS_AFTER_REWRITE = 3;
+
+interface Files {
+  board: string;
+  journal: string;
+}
+
+/** The two files' stats as one cache key, and whether both are old enough to be trusted (see SETTLE_MS). */
+interface Signature {
+  board: string;
+  journal: string;
+  settled: boolean;
+}
+
+/** The board as read (journal replayed), with the journal's state for the next append. */
+interface Loaded {
+  result: ReadResult<TaskBoard>;
+  journal: JournalState;
+}
+
+function statOf(file: string): BigIntStats | undefined {
+  return statSync(file, { bigint: true, throwIfNoEntry: false });
+}
+
+function keyOf(info: BigIntStats | undefined): string {
+  return info ? `${info.dev}:${info.ino}:${info.size}:${info.mtimeNs}:${info.ctimeNs}` : "-";
+}
+
+function settledAt(info: BigIntStats | undefined, now: number): boolean {
+  return !info || now - Number(info.mtimeMs) > SETTLE_MS;
+}
+
+/** Blocking stats: two of them cost microseconds, where a round trip through the thread pool costs tens. */
+function signatureOf(files: Files): Signature {
+  const board = statOf(files.board);
+  const journal = statOf(files.journal);
+  const now = Date.now();
+  return {
+    board: keyOf(board),
+    journal: keyOf(journal),
+    settled: settledAt(board, now) && settledAt(journal, now),
+  };
+}
+
+async function readText(file: string): Promise<string> {
+  try {
+    return await readFile(file, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return "";
+    throw error;
+  }
+}
+
+let keptAsideSeq = 0;
+
+/** A copy of a journal that could not be used whole, beside it under the name doctor lists damaged files by. */
+async function keepAside(file: string, text: string): Promise<string> {
+  keptAsideSeq += 1;
+  const copy = `${file}.corrupt-${new Date().toISOString().replace(/[:.]/g, "-")}-${process.pid}-${keptAsideSeq}`;
+  await writeFile(copy, text, { flag: "wx", mode: PRIVATE_FILE_MODE });
+  return path.basename(copy);
+}
+
+export class TaskBoardStore {
+  /** Per board file: the board last read or written, trusted while both files' stats are what they were. */
+  private readonly boards = new Map<string, { signature: Signature; loaded: Loaded }>();
+
+  constructor(
+    private readonly paths: StoragePaths,
+    private readonly lockTiming: Partial<LockTiming>,
+    private readonly damage: DamageNotes,
+  ) {}
+
+  private files(teamName: string): Files {
+    const board = this.paths.tasks(teamName);
+    return { board, journal: path.join(path.dirname(board), JOURNAL_NAME) };
+  }
+
+  /**
+   * The board as on disk, its journal replayed: the same object while neither file changed (a stat of each), so
+   * list-tasks and `status` of a board of a thousand tasks cost two stats. Callers never change the board they get.
+   * Damaged journal lines are repaired at once under the board's lock and noted for the team's next listing.
+   */
+  async read(teamName: string): Promise<ReadResult<TaskBoard>> {
+    const files = this.files(teamName);
+    const signature = signatureOf(files);
+    const hit = this.cached(files, signature);
+    if (hit) return hit.result;
+    const loaded = await this.load(files);
+    if (loaded.result.kind === "ok" && loaded.journal.damaged.length > 0) {
+      const { value, warnings } = await this.update(teamName, () => undefined);
+      for (const warning of warnings) this.damage.noted(teamName, { kind: "corrupt", warning });
+      return value ? { kind: "ok", value } : { kind: "missing" };
+    }
+    this.remember(files, signature, loaded);
+    return loaded.result;
+  }
+
+  /** The board a new team starts with (create-team): the only board whose ids carry no series. */
+  async create(teamName: string): Promise<void> {
+    await createJson(this.paths.tasks(teamName), TaskBoardSchema, { version: 1, nextId: 1, tasks: [] });
+  }
+
+  /**
+   * Read-modify-write of the board under its lock. A change of status fields only (claim, status updates, hand-back)
+   * is one record appended to the journal and flushed; anything else, or a journal past its bound, rewrites the board
+   * and starts a fresh journal. A board that is missing or damaged was lost (create-team writes the first one): its
+   * successor starts a new series, so no id of the lost board is ever issued again.
+   */
+  update(
+    teamName: string,
+    fn: (board: TaskBoard) => TaskBoard | undefined | Promise<TaskBoard | undefined>,
+  ): Promise<UpdateOutcome<TaskBoard>> {
+    const files = this.files(teamName);
+    return withFileLock(
+      files.board,
+      async () => {
+        const signature = signatureOf(files);
+        const current = this.cached(files, signature) ?? (await this.load(files));
+        const warnings = current.journal.damaged.map((damage) => `${JOURNAL_NAME} ${damage}`);
+        if (current.result.kind === "corrupt") warnings.push(current.result.warning);
+        const start =
+          current.result.kind === "ok"
+            ? current.result.value
+            : { version: 1 as const, nextId: 1, series: newTaskSeries(), tasks: [] };
+        const next = await fn(start);
+        if (next === undefined) {
+          if (current.result.kind !== "ok") return { value: undefined, warnings };
+          if (current.journal.damaged.length === 0) {
+            this.remember(files, signature, current);
+            return { value: start, warnings };
+          }
+        }
+        const record = this.usable(current) ? statusRecord(start, next ?? start) : undefined;
+        if (record === "") return { value: start, warnings };
+        if (record !== undefined && this.fits(current.journal, record)) {
+          return { value: await this.append(files, signature, current, record), warnings };
+        }
+        return { value: await this.rewrite(files, next ?? start, current, warnings), warnings };
+      },
+      this.lockTiming,
+    );
+  }
+
+  private cached(files: Files, signature: Signature): Loaded | undefined {
+    const hit = this.boards.get(files.board);
+    if (hit && hit.signature.board === signature.board && hit.signature.journal === signature.journal) {
+      return hit.loaded;
+    }
+    return undefined;
+  }
+
+  /**
+   * Keep what was read from disk while neither file changes; not a damaged board (moved aside: nothing to keep), a
+   * journal with a torn or damaged end (an append may be in flight; damage is repaired), or files too fresh to trust.
+   */
+  private remember(files: Files, signature: Signature, loaded: Loaded): void {
+    const trusted =
+      signature.settled &&
+      loaded.result.kind !== "corrupt" &&
+      !loaded.journal.torn &&
+      loaded.journal.damaged.length === 0;
+    if (trusted) this.boards.set(files.board, { signature, loaded });
+    else this.boards.delete(files.board);
+  }
+
+  /**
+   * Both files read, the journal replayed onto the board. The board is read first: a rewrite replaces it before it
+   * resets the journal, so a journal read after it is of the same generation or of a newer one, whose records are not
+   * applied. In that case (the board's stat changed meanwhile) the read starts over, for the newer board.
+   */
+  private async load(files: Files): Promise<Loaded> {
+    for (let attempt = 0; ; attempt++) {
+      const boardBefore = keyOf(statOf(files.board));
+      const board = await readJson(files.board, TaskBoardSchema);
+      if (board.kind !== "ok") return { result: board, journal: NO_JOURNAL };
+      const replayed = replay(board.value, await readText(files.journal));
+      if (keyOf(statOf(files.board)) !== boardBefore && attempt < REREADS_AFTER_REWRITE) continue;
+      return { result: { kind: "ok", value: replayed.board }, journal: replayed.journal };
+    }
+  }
+
+  private usable(current: Loaded): boolean {
+    const { result, journal } = current;
+    return (
+      result.kind === "ok" &&
+      result.value.generation !== undefined &&
+      journal.generation === result.value.generation &&
+      journal.damaged.length === 0
+    );
+  }
+
+  private fits(journal: JournalState, record: string): boolean {
+    return (
+      journal.records < JOURNAL_BOUND.records &&
+      journal.end + Buffer.byteLength(record) <= JOURNAL_BOUND.bytes
+    );
+  }
+
+  /**
+   * One record appended where the last complete one ends (a torn append a crash left is cut first) and flushed, then
+   * remembered with the stats taken under the lock: another writer can only make the journal longer or replace the
+   * board (a new inode), so those stats change with any later write, however soon.
+   */
+  private async append(
+    files: Files,
+    signature: Signature,
+    current: Loaded,
+    record: string,
+  ): Promise<TaskBoard> {
+    const before = (current.result as { value: TaskBoard }).value;
+    const board = appliedRecord(before, record);
+    // Blocking calls but for the flush: each is microseconds, where a round trip through the thread pool costs tens.
+    const fd = openSync(files.journal, "r+");
+    let journalKey: string;
+    try {
+      if (current.journal.torn) ftruncateSync(fd, current.journal.end);
+      const bytes = Buffer.from(record);
+      writeSync(fd, bytes, 0, bytes.length, current.journal.end);
+      await datasync(fd);
+      journalKey = keyOf(fstatSync(fd, { bigint: true }));
+    } finally {
+      closeSync(fd);
+    }
+    const journal: JournalState = {
+      ...current.journal,
+      records: current.journal.records + 1,
+      end: current.journal.end + Buffer.byteLength(record),
+      torn: false,
+    };
+    this.boards.set(files.board, {
+      signature: { board: signature.board, journal: journalKey, settled: true },
+      loaded: { result: { kind: "ok", value: board }, journal },
+    });
+    return board;
+  }
+
+  /**
+   * The board written whole under a new generation, then the journal started afresh in place. The board's rename is
+   * made durable (the directory flushed) before the journal is touched: until the journal holds the new header, its
+   * records are another generation's and are not applied, so a crash at any step leaves the old state or the new one,
+   * and never loses a record the new board does not hold. A journal that could not be used whole (damage, or the
+   * records of a lost board) is kept aside first.
+   */
+  private async rewrite(
+    files: Files,
+    next: TaskBoard,
+    current: Loaded,
+    warnings: string[],
+  ): Promise<TaskBoard> {
+    const board = TaskBoardSchema.parse({ ...next, generation: newGeneration() });
+    const handle = await open(files.journal, "a+", PRIVATE_FILE_MODE);
+    try {
+      const old =
+        current.journal.damaged.length > 0 || current.result.kind !== "ok"
+          ? await readText(files.journal)
+          : "";
+      if (old.trim() !== "") {
+        const copy = await keepAside(files.journal, old);
+        warnings.push(
+          current.result.kind === "ok"
+            ? `${JOURNAL_NAME} was kept aside as ${copy}; the board was rewritten from its readable records`
+            : `${JOURNAL_NAME} of the lost board was kept aside as ${copy}`,
+        );
+      }
+      await replaceText(files.board, `${JSON.stringify(board, null, 2)}\n`);
+      await syncDir(path.dirname(files.board));
+      const header = Buffer.from(journalHeader(board.generation as string));
+      await handle.truncate(0);
+      await handle.write(header, 0, header.length, 0);
+      await handle.datasync();
+      const journalKey = keyOf(await handle.stat({ bigint: true }));
+      const journal: JournalState = { ...NO_JOURNAL, generation: board.generation, end: header.length };
+      this.boards.set(files.board, {
+        signature: { board: keyOf(statOf(files.board)), journal: journalKey, settled: true },
+        loaded: { result: { kind: "ok", value: board }, journal },
+      });
+    } finally {
+      await handle.close();
+    }
+    return board;
+  }
+}

@@ -1,0 +1,217 @@
+// The task board's journal: status changes appended beside the board (tasks.json) instead of rewriting it. Its format,
+// what it does to a board (replay), and which board changes it can hold; the files are written in task-board-store.ts.
+// See specs/storage.md ("The task board's journal").
+import { randomBytes } from "node:crypto";
+import { z } from "zod";
+import { isoDate, type Task, type TaskBoard, TaskStatusSchema, version } from "./schemas.ts";
+
+/** The journal's file name beside the board's (warnings name it). */
+export const JOURNAL_NAME = "tasks.journal";
+
+/** Past either, the next change rewrites the board and starts a fresh journal (compaction). */
+export const JOURNAL_BOUND = { records: 256, bytes: 64 * 1024 };
+
+/** The journal's first line: the board generation its records apply to. */
+const HeaderSchema = z.object({ version, generation: z.string().min(1) });
+
+/**
+ * One task's status fields, absolute (a field absent here is absent from the task): replaying a record twice gives
+ * the same board. `i` is the task's place on the board, `id` checks it: no task is added or removed while a journal
+ * is in use, and a board edited by hand may hold an id twice.
+ */
+const EntrySchema = z.object({
+  i: z.number().int().min(0),
+  id: z.string(),
+  status: TaskStatusSchema,
+  assignee: z.string().nullable(),
+  updatedAt: isoDate,
+  reassignedReason: z.string().optional(),
+  reason: z.string().optional(),
+});
+type Entry = z.infer<typeof EntrySchema>;
+
+/** One record per board update, one line each: a torn append loses the whole update, never part of it. */
+const RecordSchema = z.object({ tasks: z.array(EntrySchema).min(1) });
+
+/** The fields a journal record sets; every other field of a task is its definition, changed only by a rewrite. */
+const STATUS_FIELDS = new Set(["status", "assignee", "updatedAt", "reassignedReason", "reason"]);
+const DEFINITION_FIELDS = ["id", "title", "description", "createdBy", "createdAt"] as const;
+
+/** A fresh generation for a rewritten board: random, so a journal left by a lost or restored board never matches. */
+export function newGeneration(): string {
+  return randomBytes(6).toString("hex");
+}
+
+export function journalHeader(generation: string): string {
+  return `${JSON.stringify({ version: 1, generation })}\n`;
+}
+
+/** What a journal held, as far as a board of its generation can use it. */
+export interface JournalState {
+  /** The header's generation; undefined when the journal is missing, empty or its header is unreadable. */
+  generation: string | undefined;
+  /** Complete records (lines after the header). */
+  records: number;
+  /** Bytes up to the end of the last complete line: where the next record goes. */
+  end: number;
+  /** Bytes after `end`: an append cut short by a crash (or one in flight, for a reader without the lock). */
+  torn: boolean;
+  /** Lines that could not be applied, with why: damage, reported and repaired under the lock. */
+  damaged: string[];
+}
+
+export const NO_JOURNAL: JournalState = {
+  generation: undefined,
+  records: 0,
+  end: 0,
+  torn: false,
+  damaged: [],
+};
+
+/** The task with the entry's status fields (and only those) in place of its own. */
+function withStatus(task: Task, entry: Entry): Task {
+  const { reassignedReason: _r, reason: _why, ...definition } = task;
+  return {
+    ...definition,
+    status: entry.status,
+    assignee: entry.assignee,
+    updatedAt: entry.updatedAt,
+    ...(entry.reassignedReason !== undefined ? { reassignedReason: entry.reassignedReason } : {}),
+    ...(entry.reason !== undefined ? { reason: entry.reason } : {}),
+  };
+}
+
+/** The task a damaged line names, when its id can still be read: the warning says whose change was lost. */
+function namedTask(line: string): string {
+  const id = /"id":"((?:[^"\\]|\\.){1,80})"/.exec(line)?.[1];
+  return id ? `; it changed task '${id}', whose status may be behind: check it` : "";
+}
+
+function problemOf(
+  line: string,
+  tasks: readonly Task[],
+): { record?: z.infer<typeof RecordSchema>; problem?: string } {
+  let json: unknown;
+  try {
+    json = JSON.parse(line);
+  } catch (error) {
+    return { problem: `invalid JSON: ${(error as Error).message}` };
+  }
+  const parsed = RecordSchema.safeParse(json);
+  if (!parsed.success) return { problem: `schema mismatch: ${parsed.error.issues[0]?.message ?? "invalid"}` };
+  const stray = parsed.data.tasks.find((entry) => tasks[entry.i]?.id !== entry.id);
+  if (stray) return { problem: `no task '${stray.id}' at place ${stray.i} of the board` };
+  return { record: parsed.data };
+}
+
+/**
+ * The board with the journal's records applied, in order, when the journal's header names the board's generation
+ * (another generation's records, or a journal without a header, are not applied: the board alone is then a whole
+ * state). A line after the last newline is a torn append and is not applied; a complete line that fails to parse,
+ * fails its schema or names no task of the board is left out and reported in `damaged`. `board` is not changed.
+ */
+export function replay(board: TaskBoard, text: string): { board: TaskBoard; journal: JournalState } {
+  const end = text.lastIndexOf("\n") + 1;
+  const lines = text.slice(0, end).split("\n");
+  lines.pop();
+  const journal: JournalState = {
+    generation: undefined,
+    records: 0,
+    end,
+    torn: end < text.length,
+    damaged: [],
+  };
+  const [head, ...rest] = lines;
+  if (head === undefined) return { board, journal };
+  const header = HeaderSchema.safeParse(safeJson(head));
+  if (!header.success) {
+    journal.damaged.push(
+      `its header is unreadable, so none of its ${rest.length} record(s) could be applied`,
+    );
+    return { board, journal };
+  }
+  journal.generation = header.data.generation;
+  journal.records = rest.length;
+  if (board.generation !== journal.generation) return { board, journal };
+  let tasks: Task[] | undefined;
+  rest.forEach((line, index) => {
+    const { record, problem } = problemOf(line, board.tasks);
+    if (!record) {
+      journal.damaged.push(`line ${index + 2} was damaged (${problem})${namedTask(line)}`);
+      return;
+    }
+    tasks ??= [...board.tasks];
+    for (const entry of record.tasks) tasks[entry.i] = withStatus(tasks[entry.i] as Task, entry);
+  });
+  return { board: tasks ? { ...board, tasks } : board, journal };
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  return a === b || (a.length === b.length && a.every((value, index) => value === b[index]));
+}
+
+/** Whether `after` differs from `before` in its status fields only (its other keys are its definition). */
+function statusOnly(before: Task, after: Task): boolean {
+  if (DEFINITION_FIELDS.some((field) => before[field] !== after[field])) return false;
+  if (!Array.isArray(after.blockedBy) || !sameList(before.blockedBy, after.blockedBy)) return false;
+  return Object.keys(after).every((key) => STATUS_FIELDS.has(key) || key === "blockedBy" || key in before);
+}
+
+/**
+ * The journal record that turns `before` into `after`, as the line to append; undefined when the change is more than
+ * status fields (a task added, removed or redefined, or the board's own fields changed), which only a rewrite of the
+ * board holds; "" when nothing changed. The changed tasks are checked against their schema here, as a rewrite checks
+ * the whole board: an invalid value is a bug in the caller and throws.
+ */
+export function statusRecord(before: TaskBoard, after: TaskBoard): string | undefined {
+  if (
+    after.version !== before.version ||
+    after.nextId !== before.nextId ||
+    after.series !== before.series ||
+    after.generation !== before.generation ||
+    after.tasks.length !== before.tasks.length
+  ) {
+    return undefined;
+  }
+  const entries: Entry[] = [];
+  for (let i = 0; i < after.tasks.length; i++) {
+    const old = before.tasks[i] as Task;
+    const task = after.tasks[i] as Task;
+    if (task === old) continue;
+    if (!statusOnly(old, task)) return undefined;
+    const entry = EntrySchema.parse({
+      i,
+      id: task.id,
+      status: task.status,
+      assignee: task.assignee,
+      updatedAt: task.updatedAt,
+      reassignedReason: task.reassignedReason,
+      reason: task.reason,
+    });
+    if (!sameEntry(entry, old)) entries.push(entry);
+  }
+  return entries.length === 0 ? "" : `${JSON.stringify({ tasks: entries })}\n`;
+}
+
+function sameEntry(entry: Entry, task: Task): boolean {
+  return (
+    entry.status === task.status &&
+    entry.assignee === task.assignee &&
+    entry.updatedAt === task.updatedAt &&
+    entry.reassignedReason === task.reassignedReason &&
+    entry.reason === task.reason
+  );
+}
+
+/** `after` as the board it becomes once its record is replayed: the changed tasks hold only schema-checked fields. */
+export function appliedRecord(before: TaskBoard, line: string): TaskBoard {
+  return replay(before, `${journalHeader(before.generation ?? "")}${line}`).board;
+}
