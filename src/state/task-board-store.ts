@@ -250,25 +250,33 @@ export class TaskBoardStore {
     const before = (current.result as { value: TaskBoard }).value;
     const board = appliedRecord(before, record);
     // Blocking calls but for the flush: each is microseconds, where a round trip through the thread pool costs tens.
-    const fd = openSync(files.journal, "r+");
-    let journalKey: string;
+    // Appended (O_APPEND), not written at `end`: a writer that stalled past the lock's takeover and resumes adds its
+    // record after the newer ones rather than over them.
+    const fd = openSync(files.journal, "a");
+    const bytes = Buffer.from(record);
+    let info: BigIntStats;
     try {
       if (current.journal.torn) ftruncateSync(fd, current.journal.end);
-      const bytes = Buffer.from(record);
-      writeSync(fd, bytes, 0, bytes.length, current.journal.end);
+      writeSync(fd, bytes);
       await datasync(fd);
-      journalKey = keyOf(fstatSync(fd, { bigint: true }));
+      info = fstatSync(fd, { bigint: true });
     } finally {
       closeSync(fd);
+    }
+    const end = current.journal.end + bytes.length;
+    // Only a journal that holds exactly what this store knows plus its record is remembered (see above).
+    if (info.size !== BigInt(end)) {
+      this.boards.delete(files.board);
+      return board;
     }
     const journal: JournalState = {
       ...current.journal,
       records: current.journal.records + 1,
-      end: current.journal.end + Buffer.byteLength(record),
+      end,
       torn: false,
     };
     this.boards.set(files.board, {
-      signature: { board: signature.board, journal: journalKey, settled: true },
+      signature: { board: signature.board, journal: keyOf(info), settled: true },
       loaded: { result: { kind: "ok", value: board }, journal },
     });
     return board;
