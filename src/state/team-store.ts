@@ -23,6 +23,7 @@ import {
 } from "./schemas.ts";
 import { SendLogStore } from "./send-log-store.ts";
 import { ServerInfoStore } from "./server-info-store.ts";
+import { StatCache } from "./stat-cache.ts";
 import {
   createJson,
   ensureStorageRoot,
@@ -45,6 +46,8 @@ export class TeamStore {
   /** One agent's files (see agent-files.ts) and the team's listings of them (agent-listing.ts). */
   private readonly agents: AgentFiles;
   private readonly listing: AgentListing;
+  /** Team configs read before, trusted while their file is unchanged (see readTeam). */
+  private readonly configs = new StatCache<ReadResult<TeamConfig>>();
   /** The task board's files (see readTasks). */
   private readonly tasks: TaskBoardStore;
 
@@ -108,8 +111,10 @@ export class TeamStore {
     return listDir(this.paths.teamDir(teamName));
   }
 
-  readTeam(teamName: string) {
-    return readJson(this.paths.teamConfig(teamName), TeamConfigSchema);
+  /** The team's config, read and validated only when its stat changed (every team tool call reads it first). */
+  readTeam(teamName: string): Promise<ReadResult<TeamConfig>> {
+    const file = this.paths.teamConfig(teamName);
+    return this.configs.get(file, () => readJson(file, TeamConfigSchema));
   }
 
   async createTeam(config: TeamConfig): Promise<"created" | "exists"> {

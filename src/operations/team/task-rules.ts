@@ -54,10 +54,11 @@ export interface KnownAgent {
 }
 
 export async function readCaller(ctx: TeamsContext, team: TeamConfig, caller: Caller): Promise<KnownAgent> {
-  return {
-    agentId: caller.agentId,
-    agent: caller.isLeader ? undefined : await agentState(ctx, team.name, caller.agentId),
-  };
+  if (caller.isLeader) return { agentId: caller.agentId, agent: undefined };
+  // A blocking read: one small file on a hot path under the board's lock (a claim), where a round trip through the
+  // thread pool costs more than the read.
+  const read = await ctx.store.readAgent(team.name, caller.agentId, { blocking: true });
+  return { agentId: caller.agentId, agent: read.kind === "ok" ? read.value : undefined };
 }
 
 /**
