@@ -155,7 +155,8 @@ export class TaskBoardStore {
       files.board,
       async () => {
         const signature = signatureOf(files);
-        const current = this.cached(files, signature) ?? (await this.load(files));
+        const hit = this.cached(files, signature);
+        const current = hit ?? (await this.load(files));
         const warnings = current.journal.damaged.map((damage) => `${JOURNAL_NAME} ${damage}`);
         if (current.result.kind === "corrupt") warnings.push(current.result.warning);
         const start =
@@ -166,7 +167,8 @@ export class TaskBoardStore {
         if (next === undefined) {
           if (current.result.kind !== "ok") return { value: undefined, warnings };
           if (current.journal.damaged.length === 0) {
-            this.remember(files, signature, current);
+            // What it read from disk is kept as a read's would be; a board it had already is kept as it was.
+            if (!hit) this.remember(files, signature, current);
             return { value: start, warnings };
           }
         }

@@ -258,6 +258,13 @@ describe("the board as cached", () => {
     }
   });
 
+  test("an update that changes nothing (a claim that finds nothing ready) keeps the board it had", async () => {
+    await setStatus(ctx.store, 0, "in_progress");
+    const mine = await board(ctx.store);
+    await ctx.store.updateTasks("alpha", () => undefined);
+    expect(await board(ctx.store)).toBe(mine);
+  });
+
   test("claim-task reads the caller's agent file once", async () => {
     await addAgent(ctx, "alpha", { sessionId: "ses_w", name: "worker-1" });
     const reads: string[] = [];
