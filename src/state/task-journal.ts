@@ -3,7 +3,7 @@
 // See specs/storage.md ("The task board's journal").
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import { isoDate, type Task, type TaskBoard, TaskStatusSchema, version } from "./schemas.ts";
+import { type Task, type TaskBoard, TaskSchema, version } from "./schemas.ts";
 
 /** The journal's file name beside the board's (warnings name it). */
 export const JOURNAL_NAME = "tasks.journal";
@@ -14,28 +14,36 @@ export const JOURNAL_BOUND = { records: 256, bytes: 64 * 1024 };
 /** The journal's first line: the board generation its records apply to. */
 const HeaderSchema = z.object({ version, generation: z.string().min(1) });
 
+/** A task's status fields: what claim, update-task's status and assignee, and a hand-back change. */
+const StatusFieldsSchema = TaskSchema.pick({
+  status: true,
+  assignee: true,
+  updatedAt: true,
+  reassignedReason: true,
+  reason: true,
+});
+type StatusFields = z.infer<typeof StatusFieldsSchema>;
+const STATUS_FIELDS = Object.keys(StatusFieldsSchema.shape) as (keyof StatusFields)[];
+
+/**
+ * Every other field of a task is its definition, changed only by a rewrite of the board. Taken from the schema, so a
+ * field added to tasks later is a definition (a rewrite) until it is named a status field above.
+ */
+const DEFINITION_FIELDS = (Object.keys(TaskSchema.shape) as (keyof Task)[]).filter(
+  (field) => !(STATUS_FIELDS as string[]).includes(field),
+);
+
 /**
  * One task's status fields, absolute (a field absent here is absent from the task): replaying a record twice gives
  * the same board. `i` is the task's place on the board, `id` checks it: no task is added or removed while a journal
  * is in use, and a board edited by hand may hold an id twice.
  */
-const EntrySchema = z.object({
-  i: z.number().int().min(0),
-  id: z.string(),
-  status: TaskStatusSchema,
-  assignee: z.string().nullable(),
-  updatedAt: isoDate,
-  reassignedReason: z.string().optional(),
-  reason: z.string().optional(),
-});
+// Place and id first: a line cut short still names its task.
+const EntrySchema = z.object({ i: z.number().int().min(0), id: z.string() }).extend(StatusFieldsSchema.shape);
 type Entry = z.infer<typeof EntrySchema>;
 
 /** One record per board update, one line each: a torn append loses the whole update, never part of it. */
 const RecordSchema = z.object({ tasks: z.array(EntrySchema).min(1) });
-
-/** The fields a journal record sets; every other field of a task is its definition, changed only by a rewrite. */
-const STATUS_FIELDS = new Set(["status", "assignee", "updatedAt", "reassignedReason", "reason"]);
-const DEFINITION_FIELDS = ["id", "title", "description", "createdBy", "createdAt"] as const;
 
 /** A fresh generation for a rewritten board: random, so a journal left by a lost or restored board never matches. */
 export function newGeneration(): string {
@@ -70,15 +78,12 @@ export const NO_JOURNAL: JournalState = {
 
 /** The task with the entry's status fields (and only those) in place of its own. */
 function withStatus(task: Task, entry: Entry): Task {
-  const { reassignedReason: _r, reason: _why, ...definition } = task;
-  return {
-    ...definition,
-    status: entry.status,
-    assignee: entry.assignee,
-    updatedAt: entry.updatedAt,
-    ...(entry.reassignedReason !== undefined ? { reassignedReason: entry.reassignedReason } : {}),
-    ...(entry.reason !== undefined ? { reason: entry.reason } : {}),
-  };
+  const next: Record<string, unknown> = { ...task };
+  for (const field of STATUS_FIELDS) {
+    if (entry[field] === undefined) delete next[field];
+    else next[field] = entry[field];
+  }
+  return next as Task;
 }
 
 /** The task a damaged line names, when its id can still be read: the warning says whose change was lost. */
@@ -154,15 +159,18 @@ function safeJson(text: string): unknown {
   }
 }
 
-function sameList(a: readonly string[], b: readonly string[]): boolean {
-  return a === b || (a.length === b.length && a.every((value, index) => value === b[index]));
+/** Equal as JSON values: definition fields are strings, lists of strings, or absent. */
+function sameValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a) && Array.isArray(b)) {
+    return a.length === b.length && a.every((value, index) => sameValue(value, b[index]));
+  }
+  return false;
 }
 
-/** Whether `after` differs from `before` in its status fields only (its other keys are its definition). */
+/** Whether `after` differs from `before` in its status fields only. */
 function statusOnly(before: Task, after: Task): boolean {
-  if (DEFINITION_FIELDS.some((field) => before[field] !== after[field])) return false;
-  if (!Array.isArray(after.blockedBy) || !sameList(before.blockedBy, after.blockedBy)) return false;
-  return Object.keys(after).every((key) => STATUS_FIELDS.has(key) || key === "blockedBy" || key in before);
+  return DEFINITION_FIELDS.every((field) => sameValue(before[field], after[field]));
 }
 
 /**
@@ -187,28 +195,12 @@ export function statusRecord(before: TaskBoard, after: TaskBoard): string | unde
     const task = after.tasks[i] as Task;
     if (task === old) continue;
     if (!statusOnly(old, task)) return undefined;
-    const entry = EntrySchema.parse({
-      i,
-      id: task.id,
-      status: task.status,
-      assignee: task.assignee,
-      updatedAt: task.updatedAt,
-      reassignedReason: task.reassignedReason,
-      reason: task.reason,
-    });
-    if (!sameEntry(entry, old)) entries.push(entry);
+    const fields: Record<string, unknown> = { i, id: task.id };
+    for (const field of STATUS_FIELDS) fields[field] = task[field];
+    const entry = EntrySchema.parse(fields);
+    if (STATUS_FIELDS.some((field) => entry[field] !== old[field])) entries.push(entry);
   }
   return entries.length === 0 ? "" : `${JSON.stringify({ tasks: entries })}\n`;
-}
-
-function sameEntry(entry: Entry, task: Task): boolean {
-  return (
-    entry.status === task.status &&
-    entry.assignee === task.assignee &&
-    entry.updatedAt === task.updatedAt &&
-    entry.reassignedReason === task.reassignedReason &&
-    entry.reason === task.reason
-  );
 }
 
 /** `after` as the board it becomes once its record is replayed: the changed tasks hold only schema-checked fields. */

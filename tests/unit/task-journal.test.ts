@@ -111,6 +111,22 @@ describe("status changes go to the journal", () => {
       "pending",
     ]);
     expect(await journalLines()).toEqual([JSON.stringify({ version: 1, generation: after.generation })]);
+    // A definition changed together with a status (no tool does it; the store must not drop it into a status record).
+    await ctx.store.updateTasks("alpha", (current) => ({
+      ...current,
+      tasks: current.tasks.map((task, index) =>
+        index === 3
+          ? { ...task, title: "four, renamed", blockedBy: ["task-1"], status: "in_progress" as const }
+          : task,
+      ),
+    }));
+    const renamed = (await board()).tasks[3];
+    expect([renamed?.title, renamed?.blockedBy, renamed?.status]).toEqual([
+      "four, renamed",
+      ["task-1"],
+      "in_progress",
+    ]);
+    expect((await board()).generation).not.toBe(after.generation);
   });
 
   test("past its bound the journal is compacted into the board, and nothing is lost", async () => {
