@@ -81,11 +81,12 @@ function signatureOf(files: Files): Signature {
   };
 }
 
-async function readText(file: string): Promise<string> {
+/** A file's bytes, none when it is missing. */
+async function readBytes(file: string): Promise<Buffer> {
   try {
-    return await readFile(file, "utf8");
+    return await readFile(file);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return "";
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return Buffer.alloc(0);
     throw error;
   }
 }
@@ -93,7 +94,7 @@ async function readText(file: string): Promise<string> {
 let keptAsideSeq = 0;
 
 /** A copy of a journal that could not be used whole, beside it under the name doctor lists damaged files by. */
-async function keepAside(file: string, text: string): Promise<string> {
+async function keepAside(file: string, text: Buffer): Promise<string> {
   keptAsideSeq += 1;
   const copy = `${file}.corrupt-${new Date().toISOString().replace(/[:.]/g, "-")}-${process.pid}-${keptAsideSeq}`;
   await writeFile(copy, text, { flag: "wx", mode: PRIVATE_FILE_MODE });
@@ -215,7 +216,7 @@ export class TaskBoardStore {
       const boardBefore = keyOf(statOf(files.board));
       const board = await readJson(files.board, TaskBoardSchema);
       if (board.kind !== "ok") return { result: board, journal: NO_JOURNAL };
-      const replayed = replay(board.value, await readText(files.journal));
+      const replayed = replay(board.value, await readBytes(files.journal));
       if (keyOf(statOf(files.board)) !== boardBefore && attempt < REREADS_AFTER_REWRITE) continue;
       return { result: { kind: "ok", value: replayed.board }, journal: replayed.journal };
     }
@@ -302,9 +303,9 @@ export class TaskBoardStore {
     try {
       const old =
         current.journal.damaged.length > 0 || current.result.kind !== "ok"
-          ? await readText(files.journal)
-          : "";
-      if (old.trim() !== "") {
+          ? await readBytes(files.journal)
+          : Buffer.alloc(0);
+      if (old.toString().trim() !== "") {
         const copy = await keepAside(files.journal, old);
         warnings.push(
           current.result.kind === "ok"

@@ -60,7 +60,7 @@ export interface JournalState {
   generation: string | undefined;
   /** Complete records (lines after the header). */
   records: number;
-  /** Bytes up to the end of the last complete line: where the next record goes. */
+  /** Bytes (not characters) up to the end of the last complete line: where the next record goes. */
   end: number;
   /** Bytes after `end`: an append cut short by a crash (or one in flight, for a reader without the lock). */
   torn: boolean;
@@ -115,15 +115,16 @@ function problemOf(
  * state). A line after the last newline is a torn append and is not applied; a complete line that fails to parse,
  * fails its schema or names no task of the board is left out and reported in `damaged`. `board` is not changed.
  */
-export function replay(board: TaskBoard, text: string): { board: TaskBoard; journal: JournalState } {
-  const end = text.lastIndexOf("\n") + 1;
-  const lines = text.slice(0, end).split("\n");
+export function replay(board: TaskBoard, bytes: Buffer): { board: TaskBoard; journal: JournalState } {
+  // Bytes, not characters: `end` is where a writer cuts and appends, and reasons hold any text.
+  const end = bytes.lastIndexOf(0x0a) + 1;
+  const lines = bytes.toString("utf8", 0, end).split("\n");
   lines.pop();
   const journal: JournalState = {
     generation: undefined,
     records: 0,
     end,
-    torn: end < text.length,
+    torn: end < bytes.length,
     damaged: [],
   };
   const [head, ...rest] = lines;
@@ -205,5 +206,5 @@ export function statusRecord(before: TaskBoard, after: TaskBoard): string | unde
 
 /** `after` as the board it becomes once its record is replayed: the changed tasks hold only schema-checked fields. */
 export function appliedRecord(before: TaskBoard, line: string): TaskBoard {
-  return replay(before, `${journalHeader(before.generation ?? "")}${line}`).board;
+  return replay(before, Buffer.from(`${journalHeader(before.generation ?? "")}${line}`)).board;
 }

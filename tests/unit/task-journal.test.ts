@@ -167,6 +167,24 @@ describe("a journal as a crash or a disk can leave it", () => {
     );
   });
 
+  test("a torn line after text that is not ASCII is cut at its byte, not at its character", async () => {
+    const reason = "naïve ✓ 日本語のテキスト — 🙂";
+    await ctx.store.updateTasks("alpha", (current) => ({
+      ...current,
+      tasks: current.tasks.map((task, index) => (index === 1 ? { ...task, status: "failed", reason } : task)),
+    }));
+    await appendFile(journalFile(), '{"tasks":[{"i":2,"id":"task-3","status":"compl');
+    await setStatus(fresh(), 0, "in_progress");
+    await setStatus(fresh(), 2, "in_progress");
+    const lines = (await readFile(journalFile(), "utf8")).split("\n");
+    expect(lines.pop()).toBe("");
+    for (const line of lines) JSON.parse(line);
+    const read = await board();
+    expect(read.tasks.map((task) => task.status)).toEqual(["in_progress", "failed", "in_progress"]);
+    expect(read.tasks[1]?.reason).toBe(reason);
+    expect(fresh().withDamageNotes("alpha", [])).toEqual([]);
+  });
+
   test("a damaged line: the others are applied, the board is rewritten from them, a copy is kept, the task is named", async () => {
     await setStatus(ctx.store, 0, "in_progress");
     await setStatus(ctx.store, 1, "in_progress");
