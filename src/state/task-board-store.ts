@@ -7,6 +7,7 @@ import {
   fstatSync,
   ftruncateSync,
   openSync,
+  readSync,
   statSync,
   writeSync,
 } from "node:fs";
@@ -28,6 +29,7 @@ import {
   NO_JOURNAL,
   newGeneration,
   replay,
+  replayTail,
   statusRecord,
 } from "./task-journal.ts";
 import { newTaskSeries } from "./task-series.ts";
@@ -63,6 +65,11 @@ function statOf(file: string): BigIntStats | undefined {
 
 function keyOf(info: BigIntStats | undefined): string {
   return info ? `${info.dev}:${info.ino}:${info.size}:${info.mtimeNs}:${info.ctimeNs}` : "-";
+}
+
+/** The file a stat key names (device and inode), whatever its size and times. */
+function inodeOf(key: string): string {
+  return key.split(":", 2).join(":");
 }
 
 function settledAt(info: BigIntStats | undefined, now: number): boolean {
@@ -102,8 +109,11 @@ async function keepAside(file: string, text: Buffer): Promise<string> {
 }
 
 export class TaskBoardStore {
-  /** Per board file: the board last read or written, trusted while both files' stats are what they were. */
-  private readonly boards = new Map<string, { signature: Signature; loaded: Loaded }>();
+  /**
+   * Per board file: the board last read or written. Handed out again while both files' stats are what they were, if
+   * `trusted`; in any case the base a later read adds the journal's new records to (see grown).
+   */
+  private readonly boards = new Map<string, { signature: Signature; loaded: Loaded; trusted: boolean }>();
 
   constructor(
     private readonly paths: StoragePaths,
@@ -126,7 +136,7 @@ export class TaskBoardStore {
     const signature = signatureOf(files);
     const hit = this.cached(files, signature);
     if (hit) return hit.result;
-    const loaded = await this.load(files);
+    const loaded = await this.load(files, signature);
     if (loaded.result.kind === "ok" && loaded.journal.damaged.length > 0) {
       const { value, warnings } = await this.update(teamName, () => undefined);
       for (const warning of warnings) this.damage.noted(teamName, { kind: "corrupt", warning });
@@ -157,7 +167,7 @@ export class TaskBoardStore {
       async () => {
         const signature = signatureOf(files);
         const hit = this.cached(files, signature);
-        const current = hit ?? (await this.load(files));
+        const current = hit ?? (await this.load(files, signature));
         const warnings = current.journal.damaged.map((damage) => `${JOURNAL_NAME} ${damage}`);
         if (current.result.kind === "corrupt") warnings.push(current.result.warning);
         const start =
@@ -186,24 +196,69 @@ export class TaskBoardStore {
 
   private cached(files: Files, signature: Signature): Loaded | undefined {
     const hit = this.boards.get(files.board);
-    if (hit && hit.signature.board === signature.board && hit.signature.journal === signature.journal) {
+    if (
+      hit?.trusted &&
+      hit.signature.board === signature.board &&
+      hit.signature.journal === signature.journal
+    ) {
       return hit.loaded;
     }
     return undefined;
   }
 
   /**
-   * Keep what was read from disk while neither file changes; not a damaged board (moved aside: nothing to keep), a
-   * journal with a torn or damaged end (an append may be in flight; damage is repaired), or files too fresh to trust.
+   * Keep what was read from disk: handed out again while neither file changes unless the files are too fresh to trust
+   * or the journal has a torn end (an append may be in flight); never a damaged board (moved aside: nothing to keep)
+   * or a journal with damaged lines (repaired at once).
    */
   private remember(files: Files, signature: Signature, loaded: Loaded): void {
-    const trusted =
-      signature.settled &&
-      loaded.result.kind !== "corrupt" &&
-      !loaded.journal.torn &&
-      loaded.journal.damaged.length === 0;
-    if (trusted) this.boards.set(files.board, { signature, loaded });
-    else this.boards.delete(files.board);
+    if (loaded.result.kind !== "ok" || loaded.journal.damaged.length > 0) {
+      this.boards.delete(files.board);
+      return;
+    }
+    const trusted = signature.settled && !loaded.journal.torn;
+    this.boards.set(files.board, { signature, loaded, trusted });
+  }
+
+  /**
+   * The board as kept, with what other writers appended to its journal since, when only that changed: the board's
+   * file is the one read (same stat), the journal the same file (same inode) starting with the same header and no
+   * shorter. Between two rewrites of the board the journal only grows, and a rewrite replaces the board first, so the
+   * bytes kept were not touched. Read with blocking calls (a few small reads). Undefined when anything else changed,
+   * or the board was replaced while the journal was read: the files are then read whole.
+   */
+  private grown(files: Files, signature: Signature): Loaded | undefined {
+    const base = this.boards.get(files.board);
+    const was = base?.loaded.journal;
+    if (!base || !was || base.loaded.result.kind !== "ok" || was.generation === undefined) return undefined;
+    if (
+      base.signature.board !== signature.board ||
+      inodeOf(base.signature.journal) !== inodeOf(signature.journal)
+    ) {
+      return undefined;
+    }
+    let fd: number;
+    try {
+      fd = openSync(files.journal, "r");
+    } catch {
+      return undefined;
+    }
+    let tail: Buffer;
+    try {
+      const header = Buffer.from(journalHeader(was.generation));
+      const head = Buffer.alloc(header.length);
+      const size = Number(fstatSync(fd).size);
+      if (size < was.end || readSync(fd, head, 0, head.length, 0) !== head.length || !head.equals(header)) {
+        return undefined;
+      }
+      tail = Buffer.alloc(size - was.end);
+      if (readSync(fd, tail, 0, tail.length, was.end) !== tail.length) return undefined;
+    } finally {
+      closeSync(fd);
+    }
+    if (keyOf(statOf(files.board)) !== signature.board) return undefined;
+    const { board, journal } = replayTail(base.loaded.result.value, was, tail);
+    return { result: { kind: "ok", value: board }, journal };
   }
 
   /**
@@ -211,7 +266,9 @@ export class TaskBoardStore {
    * resets the journal, so a journal read after it is of the same generation or of a newer one, whose records are not
    * applied. In that case (the board's stat changed meanwhile) the read starts over, for the newer board.
    */
-  private async load(files: Files): Promise<Loaded> {
+  private async load(files: Files, signature: Signature): Promise<Loaded> {
+    const grown = this.grown(files, signature);
+    if (grown) return grown;
     for (let attempt = 0; ; attempt++) {
       const boardBefore = keyOf(statOf(files.board));
       const board = await readJson(files.board, TaskBoardSchema);
@@ -281,6 +338,7 @@ export class TaskBoardStore {
     this.boards.set(files.board, {
       signature: { board: signature.board, journal: keyOf(info), settled: true },
       loaded: { result: { kind: "ok", value: board }, journal },
+      trusted: true,
     });
     return board;
   }
@@ -324,6 +382,7 @@ export class TaskBoardStore {
       this.boards.set(files.board, {
         signature: { board: keyOf(statOf(files.board)), journal: journalKey, settled: true },
         loaded: { result: { kind: "ok", value: board }, journal },
+        trusted: true,
       });
     } finally {
       await handle.close();

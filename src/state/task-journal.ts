@@ -109,6 +109,35 @@ function problemOf(
   return { record: parsed.data };
 }
 
+/** The complete lines of `bytes` (up to its last newline), and where they end in bytes. */
+function completeLines(bytes: Buffer): { lines: string[]; end: number } {
+  // Bytes, not characters: `end` is where a writer cuts and appends, and reasons hold any text.
+  const end = bytes.lastIndexOf(0x0a) + 1;
+  const lines = bytes.toString("utf8", 0, end).split("\n");
+  lines.pop();
+  return { lines, end };
+}
+
+/** `records` (journal lines from line `firstLine` on) applied to `board`; what could not be, into `damaged`. */
+function applied(
+  board: TaskBoard,
+  records: readonly string[],
+  firstLine: number,
+  damaged: string[],
+): TaskBoard {
+  let tasks: Task[] | undefined;
+  records.forEach((line, index) => {
+    const { record, problem } = problemOf(line, board.tasks);
+    if (!record) {
+      damaged.push(`line ${firstLine + index} was damaged (${problem})${namedTask(line)}`);
+      return;
+    }
+    tasks ??= [...board.tasks];
+    for (const entry of record.tasks) tasks[entry.i] = withStatus(tasks[entry.i] as Task, entry);
+  });
+  return tasks ? { ...board, tasks } : board;
+}
+
 /**
  * The board with the journal's records applied, in order, when the journal's header names the board's generation
  * (another generation's records, or a journal without a header, are not applied: the board alone is then a whole
@@ -116,10 +145,7 @@ function problemOf(
  * fails its schema or names no task of the board is left out and reported in `damaged`. `board` is not changed.
  */
 export function replay(board: TaskBoard, bytes: Buffer): { board: TaskBoard; journal: JournalState } {
-  // Bytes, not characters: `end` is where a writer cuts and appends, and reasons hold any text.
-  const end = bytes.lastIndexOf(0x0a) + 1;
-  const lines = bytes.toString("utf8", 0, end).split("\n");
-  lines.pop();
+  const { lines, end } = completeLines(bytes);
   const journal: JournalState = {
     generation: undefined,
     records: 0,
@@ -139,17 +165,29 @@ export function replay(board: TaskBoard, bytes: Buffer): { board: TaskBoard; jou
   journal.generation = header.data.generation;
   journal.records = rest.length;
   if (board.generation !== journal.generation) return { board, journal };
-  let tasks: Task[] | undefined;
-  rest.forEach((line, index) => {
-    const { record, problem } = problemOf(line, board.tasks);
-    if (!record) {
-      journal.damaged.push(`line ${index + 2} was damaged (${problem})${namedTask(line)}`);
-      return;
-    }
-    tasks ??= [...board.tasks];
-    for (const entry of record.tasks) tasks[entry.i] = withStatus(tasks[entry.i] as Task, entry);
-  });
-  return { board: tasks ? { ...board, tasks } : board, journal };
+  return { board: applied(board, rest, 2, journal.damaged), journal };
+}
+
+/**
+ * What the journal's bytes after `journal.end` add to `board`, the board `journal` was replayed onto: a reader that
+ * kept both reads only what other writers appended since (the journal only grows between two rewrites of the board).
+ */
+export function replayTail(
+  board: TaskBoard,
+  journal: JournalState,
+  tail: Buffer,
+): { board: TaskBoard; journal: JournalState } {
+  const { lines, end } = completeLines(tail);
+  const next: JournalState = {
+    ...journal,
+    records: journal.records + lines.length,
+    end: journal.end + end,
+    torn: end < tail.length,
+    damaged: [],
+  };
+  if (board.generation === undefined || journal.generation !== board.generation)
+    return { board, journal: next };
+  return { board: applied(board, lines, journal.records + 2, next.damaged), journal: next };
 }
 
 function safeJson(text: string): unknown {

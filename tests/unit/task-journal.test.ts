@@ -292,6 +292,33 @@ describe("the board as cached", () => {
     }
   });
 
+  test("a reader that kept the board adds only what another process appended since, whole lines only", async () => {
+    await setStatus(ctx.store, 0, "in_progress");
+    const mine = await board(ctx.store);
+    const other = fresh();
+    await setStatus(other, 1, "in_progress");
+    const grown = await board(ctx.store);
+    expect(grown.tasks.map((task) => task.status)).toEqual(["in_progress", "in_progress", "pending"]);
+    // Not parsed again: the tasks no record touched are the very objects read before.
+    expect(grown.tasks[0]).toBe(mine.tasks[0] as never);
+    expect(grown.tasks[2]).toBe(mine.tasks[2] as never);
+    // An append in flight (no newline yet) is left for later, then read once whole.
+    const line = JSON.stringify({
+      tasks: [
+        { i: 2, id: "task-3", status: "in_progress", assignee: null, updatedAt: "2026-01-03T00:00:00.000Z" },
+      ],
+    });
+    await appendFile(journalFile(), line.slice(0, 20));
+    expect(await statuses(ctx.store)).toEqual(["in_progress", "in_progress", "pending"]);
+    await appendFile(journalFile(), `${line.slice(20)}\n`);
+    expect(await statuses(ctx.store)).toEqual(["in_progress", "in_progress", "in_progress"]);
+    // A rewrite of the board by the other process: read whole again.
+    await other.updateTasks("alpha", (current) => ({ ...current, nextId: current.nextId + 1 }));
+    await setStatus(other, 0, "pending");
+    expect(await statuses(ctx.store)).toEqual(["pending", "in_progress", "in_progress"]);
+    expect(await board(ctx.store)).toEqual(await board());
+  });
+
   test("an update that changes nothing (a claim that finds nothing ready) keeps the board it had", async () => {
     await setStatus(ctx.store, 0, "in_progress");
     const mine = await board(ctx.store);
