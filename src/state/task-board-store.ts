@@ -1,25 +1,25 @@
 // The task board's files: tasks.json and its journal of status changes (task-journal.ts), read into one board, cached
 // by the stat of both, and changed under the board's lock. See specs/storage.md ("The task board's journal").
-import {
-  type BigIntStats,
-  closeSync,
-  fdatasync,
-  fstatSync,
-  ftruncateSync,
-  openSync,
-  readSync,
-  statSync,
-  writeSync,
-} from "node:fs";
-import { open, readFile, writeFile } from "node:fs/promises";
+import { open } from "node:fs/promises";
 import path from "node:path";
-import { promisify } from "node:util";
 import type { DamageNotes } from "./damage-notes.ts";
 import { type LockTiming, withFileLock } from "./lock.ts";
 import { PRIVATE_FILE_MODE } from "./modes.ts";
 import type { StoragePaths } from "./paths.ts";
 import { type TaskBoard, TaskBoardSchema } from "./schemas.ts";
 import { createJson, type ReadResult, readJson, replaceText, syncDir, type UpdateOutcome } from "./store.ts";
+import {
+  appendedSince,
+  appendFlushed,
+  type BoardFiles,
+  inodeOf,
+  keepAside,
+  keyOf,
+  readBytes,
+  type Signature,
+  signatureOf,
+  statOf,
+} from "./task-board-files.ts";
 import {
   appliedRecord,
   JOURNAL_BOUND,
@@ -34,78 +34,13 @@ import {
 } from "./task-journal.ts";
 import { newTaskSeries } from "./task-series.ts";
 
-const datasync = promisify(fdatasync);
-
-/** As StatCache's: a file changed less than this long ago may change again within the same mtime tick. */
-const SETTLE_MS = 100;
 /** How often a read without the lock starts over when the board was replaced while its journal was read. */
 const REREADS_AFTER_REWRITE = 3;
-
-interface Files {
-  board: string;
-  journal: string;
-}
-
-/** The two files' stats as one cache key, and whether both are old enough to be trusted (see SETTLE_MS). */
-interface Signature {
-  board: string;
-  journal: string;
-  settled: boolean;
-}
 
 /** The board as read (journal replayed), with the journal's state for the next append. */
 interface Loaded {
   result: ReadResult<TaskBoard>;
   journal: JournalState;
-}
-
-function statOf(file: string): BigIntStats | undefined {
-  return statSync(file, { bigint: true, throwIfNoEntry: false });
-}
-
-function keyOf(info: BigIntStats | undefined): string {
-  return info ? `${info.dev}:${info.ino}:${info.size}:${info.mtimeNs}:${info.ctimeNs}` : "-";
-}
-
-/** The file a stat key names (device and inode), whatever its size and times. */
-function inodeOf(key: string): string {
-  return key.split(":", 2).join(":");
-}
-
-function settledAt(info: BigIntStats | undefined, now: number): boolean {
-  return !info || now - Number(info.mtimeMs) > SETTLE_MS;
-}
-
-/** Blocking stats: two of them cost microseconds, where a round trip through the thread pool costs tens. */
-function signatureOf(files: Files): Signature {
-  const board = statOf(files.board);
-  const journal = statOf(files.journal);
-  const now = Date.now();
-  return {
-    board: keyOf(board),
-    journal: keyOf(journal),
-    settled: settledAt(board, now) && settledAt(journal, now),
-  };
-}
-
-/** A file's bytes, none when it is missing. */
-async function readBytes(file: string): Promise<Buffer> {
-  try {
-    return await readFile(file);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return Buffer.alloc(0);
-    throw error;
-  }
-}
-
-let keptAsideSeq = 0;
-
-/** A copy of a journal that could not be used whole, beside it under the name doctor lists damaged files by. */
-async function keepAside(file: string, text: Buffer): Promise<string> {
-  keptAsideSeq += 1;
-  const copy = `${file}.corrupt-${new Date().toISOString().replace(/[:.]/g, "-")}-${process.pid}-${keptAsideSeq}`;
-  await writeFile(copy, text, { flag: "wx", mode: PRIVATE_FILE_MODE });
-  return path.basename(copy);
 }
 
 export class TaskBoardStore {
@@ -121,7 +56,7 @@ export class TaskBoardStore {
     private readonly damage: DamageNotes,
   ) {}
 
-  private files(teamName: string): Files {
+  private files(teamName: string): BoardFiles {
     const board = this.paths.tasks(teamName);
     return { board, journal: path.join(path.dirname(board), JOURNAL_NAME) };
   }
@@ -194,7 +129,7 @@ export class TaskBoardStore {
     );
   }
 
-  private cached(files: Files, signature: Signature): Loaded | undefined {
+  private cached(files: BoardFiles, signature: Signature): Loaded | undefined {
     const hit = this.boards.get(files.board);
     if (
       hit?.trusted &&
@@ -211,7 +146,7 @@ export class TaskBoardStore {
    * or the journal has a torn end (an append may be in flight); never a damaged board (moved aside: nothing to keep)
    * or a journal with damaged lines (repaired at once).
    */
-  private remember(files: Files, signature: Signature, loaded: Loaded): void {
+  private remember(files: BoardFiles, signature: Signature, loaded: Loaded): void {
     if (loaded.result.kind !== "ok" || loaded.journal.damaged.length > 0) {
       this.boards.delete(files.board);
       return;
@@ -227,7 +162,7 @@ export class TaskBoardStore {
    * bytes kept were not touched. Read with blocking calls (a few small reads). Undefined when anything else changed,
    * or the board was replaced while the journal was read: the files are then read whole.
    */
-  private grown(files: Files, signature: Signature): Loaded | undefined {
+  private grown(files: BoardFiles, signature: Signature): Loaded | undefined {
     const base = this.boards.get(files.board);
     const was = base?.loaded.journal;
     if (!base || !was || base.loaded.result.kind !== "ok" || was.generation === undefined) return undefined;
@@ -237,25 +172,8 @@ export class TaskBoardStore {
     ) {
       return undefined;
     }
-    let fd: number;
-    try {
-      fd = openSync(files.journal, "r");
-    } catch {
-      return undefined;
-    }
-    let tail: Buffer;
-    try {
-      const header = Buffer.from(journalHeader(was.generation));
-      const head = Buffer.alloc(header.length);
-      const size = Number(fstatSync(fd).size);
-      if (size < was.end || readSync(fd, head, 0, head.length, 0) !== head.length || !head.equals(header)) {
-        return undefined;
-      }
-      tail = Buffer.alloc(size - was.end);
-      if (readSync(fd, tail, 0, tail.length, was.end) !== tail.length) return undefined;
-    } finally {
-      closeSync(fd);
-    }
+    const tail = appendedSince(files.journal, journalHeader(was.generation), was.end);
+    if (tail === undefined) return undefined;
     if (keyOf(statOf(files.board)) !== signature.board) return undefined;
     const { board, journal } = replayTail(base.loaded.result.value, was, tail);
     return { result: { kind: "ok", value: board }, journal };
@@ -266,7 +184,7 @@ export class TaskBoardStore {
    * resets the journal, so a journal read after it is of the same generation or of a newer one, whose records are not
    * applied. In that case (the board's stat changed meanwhile) the read starts over, for the newer board.
    */
-  private async load(files: Files, signature: Signature): Promise<Loaded> {
+  private async load(files: BoardFiles, signature: Signature): Promise<Loaded> {
     const grown = this.grown(files, signature);
     if (grown) return grown;
     for (let attempt = 0; ; attempt++) {
@@ -297,34 +215,27 @@ export class TaskBoardStore {
   }
 
   /**
-   * One record appended where the last complete one ends (a torn append a crash left is cut first) and flushed, then
-   * remembered with the stats taken under the lock: another writer can only make the journal longer or replace the
-   * board (a new inode), so those stats change with any later write, however soon.
+   * One record appended (a torn append a crash left is cut first) and flushed, then remembered with the stats taken
+   * under the lock: another writer can only make the journal longer or replace the board (a new inode), so those
+   * stats change with any later write, however soon.
    */
   private async append(
-    files: Files,
+    files: BoardFiles,
     signature: Signature,
     current: Loaded,
     record: string,
   ): Promise<TaskBoard> {
     const before = (current.result as { value: TaskBoard }).value;
     const board = appliedRecord(before, record);
-    // Blocking calls but for the flush: each is microseconds, where a round trip through the thread pool costs tens.
-    // Appended (O_APPEND), not written at `end`: a writer that stalled past the lock's takeover and resumes adds its
-    // record after the newer ones rather than over them.
-    const fd = openSync(files.journal, "a");
     const bytes = Buffer.from(record);
-    let info: BigIntStats;
-    try {
-      if (current.journal.torn) ftruncateSync(fd, current.journal.end);
-      writeSync(fd, bytes);
-      await datasync(fd);
-      info = fstatSync(fd, { bigint: true });
-    } finally {
-      closeSync(fd);
-    }
+    const info = await appendFlushed(
+      files.journal,
+      bytes,
+      current.journal.torn ? current.journal.end : undefined,
+    );
     const end = current.journal.end + bytes.length;
-    // Only a journal that holds exactly what this store knows plus its record is remembered (see above).
+    // A journal longer than what this store knew plus its record had another writer in it (a lock taken over from a
+    // writer that stalled): nothing is remembered.
     if (info.size !== BigInt(end)) {
       this.boards.delete(files.board);
       return board;
@@ -351,7 +262,7 @@ export class TaskBoardStore {
    * records of a lost board) is kept aside first.
    */
   private async rewrite(
-    files: Files,
+    files: BoardFiles,
     next: TaskBoard,
     current: Loaded,
     warnings: string[],
