@@ -35,7 +35,6 @@ import {
   type ServerInfo,
   ServerInfoSchema,
   type TaskBoard,
-  TaskBoardSchema,
 } from "../src/state/schemas.ts";
 import { readJson } from "../src/state/store.ts";
 import { type MockModel, startMockModel } from "../tests/e2e/harness/mock-model.ts";
@@ -314,8 +313,9 @@ function readAgentFile(env: ScenarioEnv, agentId: string): Promise<AgentState> {
   return readOk(agentId, (id) => env.ctx.store.readAgent(TEAM, id));
 }
 
+/** The board as the store reads it: tasks.json with its journal of status changes replayed. */
 function readTasksFile(env: ScenarioEnv): Promise<TaskBoard> {
-  return readOk(env.ctx.store.paths.tasks(TEAM), (f) => readJson(f, TaskBoardSchema));
+  return readOk(TEAM, (team) => env.ctx.store.readTasks(team));
 }
 
 function readHistoryFile(env: ScenarioEnv): Promise<AgentHistory> {

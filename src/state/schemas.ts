@@ -267,6 +267,11 @@ export const TaskBoardSchema = z.object({
   version,
   nextId: z.number().int().min(1),
   series: z.string().regex(TASK_SERIES_PATTERN).optional(),
+  /**
+   * Which journal's records apply to this board (task-journal.ts): new on every rewrite. A board without one (the
+   * first board, one written by an older version) uses no journal until its first change rewrites it.
+   */
+  generation: z.string().min(1).optional(),
   tasks: z.array(TaskSchema),
 });
 export type TaskBoard = z.infer<typeof TaskBoardSchema>;

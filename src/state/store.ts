@@ -213,15 +213,33 @@ export const writeJson: JsonWriter = async (file, schema, value, options = {}) =
     }
     return;
   }
+  await replaceText(file, text, options.durable ?? true);
+};
+
+/** `text` put in place of `file` atomically: temp file (flushed when `durable`), rename. */
+export async function replaceText(file: string, text: string, durable = true): Promise<void> {
   await makePrivateDir(path.dirname(file));
-  const temp = await writeTemp(file, text, options.durable ?? true);
+  const temp = await writeTemp(file, text, durable);
   try {
     await rename(temp, file);
   } catch (error) {
     await unlink(temp).catch(() => {});
     throw error;
   }
-};
+}
+
+/**
+ * Make the names in `dir` durable (renames and creates done in it): a file's fsync flushes its data, not the
+ * directory entry that names it.
+ */
+export async function syncDir(dir: string): Promise<void> {
+  const handle = await open(dir, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
 
 /**
  * Flush what `file` holds now to disk (a write made without fsync under its lock, made durable once the lock is given

@@ -18,7 +18,6 @@ import {
   type InboxMessage,
   InboxMessageSchema,
   type TaskBoard,
-  TaskBoardSchema,
   type TeamConfig,
   TeamConfigSchema,
 } from "./schemas.ts";
@@ -38,17 +37,19 @@ import {
   writeJson,
 } from "./store.ts";
 import { removeStrayTemps, STRAY_TEMP_AGE_MS } from "./stray-temps.ts";
-import { newTaskSeries } from "./task-series.ts";
+import { TaskBoardStore } from "./task-board-store.ts";
 
 /** Typed access to one project's team state. Every method validates names before touching a path. */
 export class TeamStore {
-  /** Boards read before, trusted while their file is unchanged (see readTasks). */
-  private readonly boards = new StatCache<ReadResult<TaskBoard>>();
   /** Damage found by reads whose caller had no tool result to put it in (see damage-notes.ts). */
   private readonly damage = new DamageNotes();
   /** One agent's files (see agent-files.ts) and the team's listings of them (agent-listing.ts). */
   private readonly agents: AgentFiles;
   private readonly listing: AgentListing;
+  /** Team configs read before, trusted while their file is unchanged (see readTeam). */
+  private readonly configs = new StatCache<ReadResult<TeamConfig>>();
+  /** The task board's files (see readTasks). */
+  private readonly tasks: TaskBoardStore;
 
   /**
    * The project's other files, one store each (path, schema, lock, damage rule), here so that `ctx.store` stays the
@@ -66,6 +67,7 @@ export class TeamStore {
   ) {
     this.agents = new AgentFiles(paths, lockTiming, this.damage);
     this.listing = new AgentListing(paths, this.agents);
+    this.tasks = new TaskBoardStore(paths, lockTiming, this.damage);
     this.history = new HistoryStore(paths, lockTiming);
     this.colors = new ColorStore(paths, lockTiming);
     this.serverInfo = new ServerInfoStore(paths, lockTiming);
@@ -109,8 +111,10 @@ export class TeamStore {
     return listDir(this.paths.teamDir(teamName));
   }
 
-  readTeam(teamName: string) {
-    return readJson(this.paths.teamConfig(teamName), TeamConfigSchema);
+  /** The team's config, read and validated only when its stat changed (every team tool call reads it first). */
+  readTeam(teamName: string): Promise<ReadResult<TeamConfig>> {
+    const file = this.paths.teamConfig(teamName);
+    return this.configs.get(file, () => readJson(file, TeamConfigSchema));
   }
 
   async createTeam(config: TeamConfig): Promise<"created" | "exists"> {
@@ -247,36 +251,32 @@ export class TeamStore {
     return withFileLock(inbox.pendingPathOf(message.file), fn, this.lockTiming);
   }
 
-  // Tasks
+  // Tasks: the board and its journal of status changes (task-board-store.ts, task-journal.ts).
 
   /**
-   * The board as on disk. Read, parsed and validated only when its stat changed since the last read: list-tasks and
-   * `status` of a board of a thousand tasks then cost a stat. Callers never change the board they get.
+   * The board as on disk (its journal replayed), read, parsed and validated only when a stat of its files changed:
+   * list-tasks and `status` of a board of a thousand tasks then cost two stats. Callers never change the board they
+   * get, and get the same object while the board is unchanged.
    */
   readTasks(teamName: string): Promise<ReadResult<TaskBoard>> {
-    const file = this.paths.tasks(teamName);
-    return this.boards.get(file, () => readJson(file, TaskBoardSchema));
+    return this.tasks.read(teamName);
   }
 
   /** The board a new team starts with (create-team): the only board whose ids carry no series. */
-  async createTasks(teamName: string): Promise<void> {
-    await createJson(this.paths.tasks(teamName), TaskBoardSchema, { version: 1, nextId: 1, tasks: [] });
+  createTasks(teamName: string): Promise<void> {
+    return this.tasks.create(teamName);
   }
 
   /**
-   * Read-modify-write of the board under its lock. A board that is missing or damaged was lost (create-team writes
-   * the first one): its successor starts a new series, so no id of the lost board is ever issued again.
+   * Read-modify-write of the board under its lock; a change of status fields only is appended to the board's journal
+   * (see TaskBoardStore.update). A board that is missing or damaged was lost (create-team writes the first one): its
+   * successor starts a new series, so no id of the lost board is ever issued again.
    */
   updateTasks(
     teamName: string,
     fn: (board: TaskBoard) => TaskBoard | undefined | Promise<TaskBoard | undefined>,
-  ) {
-    return updateJson(
-      this.paths.tasks(teamName),
-      TaskBoardSchema,
-      (current) => fn(current ?? { version: 1, nextId: 1, series: newTaskSeries(), tasks: [] }),
-      this.lockTiming,
-    );
+  ): Promise<UpdateOutcome<TaskBoard>> {
+    return this.tasks.update(teamName, fn);
   }
 
   // Inbox: one file per message, so delivering never rewrites (or contends on) earlier messages.

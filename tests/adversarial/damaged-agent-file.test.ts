@@ -10,7 +10,6 @@ import { TmuxCli } from "../../src/edges/tmux.ts";
 import type { KillAgentOutput } from "../../src/operations/agents/kill.ts";
 import { StaleSweeper } from "../../src/operations/liveness/sweep.ts";
 import { ColorPoolSchema } from "../../src/state/color-store.ts";
-import type { TaskBoard } from "../../src/state/schemas.ts";
 import { readJson } from "../../src/state/store.ts";
 import { hasTmux, killServer, tmuxSocketName } from "../e2e/harness/tmux.ts";
 import { removeSocketFile } from "../e2e/tmux-socket-file.ts";
@@ -55,9 +54,11 @@ async function runningAgentWithTask() {
 
 const agentPath = (agentId: string) => ctx.store.paths.agentState("alpha", agentId);
 
+/** The task as the store reads the board: tasks.json with its journal of status changes replayed. */
 async function taskOf(taskId: string) {
-  const board = JSON.parse(await readFile(ctx.store.paths.tasks("alpha"), "utf8")) as TaskBoard;
-  return board.tasks.find((task) => task.id === taskId);
+  const board = await ctx.store.readTasks("alpha");
+  if (board.kind !== "ok") throw new Error(`board is ${board.kind}`);
+  return board.value.tasks.find((task) => task.id === taskId);
 }
 
 async function historyOf(agentId: string) {

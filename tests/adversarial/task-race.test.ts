@@ -61,9 +61,10 @@ test("two processes claiming at once never get the same task, and together take 
   await addAgent(ctx, "alpha", { sessionId: "ses_a", name: "worker-a" });
   await addAgent(ctx, "alpha", { sessionId: "ses_b", name: "worker-b" });
   const plan = Array.from({ length: 40 }, (_, i) => ({ title: `part ${i + 1}` }));
-  // Two plans: 80 ready tasks, plus one blocked behind the first that no one may take.
-  await call("create-task", { teamName: "alpha", tasks: plan }, LEADER);
-  await call("create-task", { teamName: "alpha", tasks: plan }, LEADER);
+  // Five plans: 200 ready tasks, plus one blocked behind the first that no one may take. A claim appends one journal
+  // line (a fraction of a millisecond), so it takes this many for the racers' claims to overlap on a busy machine.
+  for (let plans = 0; plans < 5; plans++)
+    await call("create-task", { teamName: "alpha", tasks: plan }, LEADER);
   await call("create-task", { teamName: "alpha", title: "after", blockedBy: ["task-1"] }, LEADER);
   const [a, b] = (await race([
     { sessionId: "ses_a", mode: "claim" },
@@ -71,13 +72,13 @@ test("two processes claiming at once never get the same task, and together take 
   ])) as [RacerOut, RacerOut];
   const all = [...a.claimed, ...b.claimed];
   expect(new Set(all).size).toBe(all.length);
-  expect(all.sort()).toEqual(Array.from({ length: 80 }, (_, i) => `task-${i + 1}`).sort());
+  expect(all.sort()).toEqual(Array.from({ length: 200 }, (_, i) => `task-${i + 1}`).sort());
   // Both really raced: each got some of them.
   expect(a.claimed.length).toBeGreaterThan(0);
   expect(b.claimed.length).toBeGreaterThan(0);
   const board = await tasks();
-  expect(board.filter((task) => task.status === "in_progress")).toHaveLength(80);
-  expect(board.find((task) => task.id === "task-81")?.status).toBe("pending");
+  expect(board.filter((task) => task.status === "in_progress")).toHaveLength(200);
+  expect(board.find((task) => task.id === "task-201")?.status).toBe("pending");
 }, 60_000);
 
 test("two processes whose blockedBy updates together would close a cycle: exactly one of each pair is refused", async () => {

@@ -5,7 +5,7 @@ import type { OpResult } from "../result.ts";
 import { loadTeam, requireMember } from "./identity.ts";
 import { type TaskView, taskView } from "./task.ts";
 import { TaskGraph } from "./task-graph.ts";
-import { boardWarnings, callerRefusal, ownerRefusal } from "./task-rules.ts";
+import { boardWarnings, callerRefusal, ownerRefusal, readCaller } from "./task-rules.ts";
 
 export interface ClaimTaskOutput {
   task: TaskView | null;
@@ -52,8 +52,10 @@ export async function claimTask(
   let note: string | undefined;
   let refusal: string | undefined;
   const { warnings } = await ctx.store.updateTasks(team.name, async (board) => {
+    const self = await readCaller(ctx, team, caller);
     refusal =
-      (await callerRefusal(ctx, team, caller, true)) ?? (await ownerRefusal(ctx, team, caller.agentId));
+      (await callerRefusal(ctx, team, caller, true, self)) ??
+      (await ownerRefusal(ctx, team, caller.agentId, self));
     if (refusal) return undefined;
     const graph = new TaskGraph(board.tasks);
     const task = nextFor(graph, caller.agentId);

@@ -7,7 +7,14 @@ import { type Caller, loadTeam, requireMember } from "./identity.ts";
 import { type TaskView, taskView } from "./task.ts";
 import { announceChange, type BoardChange, boardChange } from "./task-events.ts";
 import { checkBlockerList, checkGraph, FINAL_STATUSES, TaskGraph } from "./task-graph.ts";
-import { agentState, assertMemberId, boardWarnings, callerRefusal, ownerRefusal } from "./task-rules.ts";
+import {
+  assertMemberId,
+  boardWarnings,
+  callerRefusal,
+  type KnownAgent,
+  ownerRefusal,
+  readCaller,
+} from "./task-rules.ts";
 
 const ORDER: Record<TaskStatus, number> = {
   pending: 0,
@@ -78,6 +85,7 @@ async function changedTask(
   ctx: TeamsContext,
   team: TeamConfig,
   caller: Caller,
+  self: KnownAgent,
   task: Task,
   graph: TaskGraph,
   input: UpdateTaskInput,
@@ -110,7 +118,7 @@ async function changedTask(
     input.assignee ?? (status === "in_progress" && task.assignee === null ? caller.agentId : task.assignee);
   // Whoever ends up owning unfinished work must be running to do it (or to have it handed back when it dies).
   if (!FINAL_STATUSES.has(status) && assignee !== null) {
-    const refusal = await ownerRefusal(ctx, team, assignee);
+    const refusal = await ownerRefusal(ctx, team, assignee, self);
     if (refusal) throw new CallerError(refusal);
   }
   const { reason: _oldReason, ...rest } = task;
@@ -134,12 +142,14 @@ export async function updateTask(
   checkInput(input, team);
   let result: { task: TaskView; change: BoardChange } | undefined;
   let refusal: string | undefined;
+  let self: KnownAgent | undefined;
   const { warnings } = await ctx.store.updateTasks(team.name, async (board) => {
-    refusal = await callerRefusal(ctx, team, caller, input.status === "in_progress");
+    self = await readCaller(ctx, team, caller);
+    refusal = await callerRefusal(ctx, team, caller, input.status === "in_progress", self);
     if (refusal) return undefined;
     const task = findTask(ctx, board, team, input.taskId);
     const before = new TaskGraph(board.tasks);
-    const updated = await changedTask(ctx, team, caller, task, before, input);
+    const updated = await changedTask(ctx, team, caller, self, task, before, input);
     const tasks = board.tasks.map((candidate) => (candidate.id === task.id ? updated : candidate));
     const after = new TaskGraph(tasks);
     if (input.blockedBy !== undefined) checkGraph(after, team.name, [updated]);
@@ -149,9 +159,7 @@ export async function updateTask(
   if (refusal) return { success: false, error: refusal };
   if (!result) throw new Error("task board update did not run");
   const { task, change } = result;
-  const callerName = caller.isLeader
-    ? "the leader"
-    : ((await agentState(ctx, team.name, caller.agentId))?.name ?? caller.agentId);
+  const callerName = caller.isLeader ? "the leader" : (self?.agent?.name ?? caller.agentId);
   await announceChange(ctx, team, caller, callerName, change);
   return {
     success: true,
