@@ -84,8 +84,11 @@ export class AgentFiles {
    * way.
    */
   async create(state: AgentState): Promise<void> {
+    // Blocking calls: a small file on the spawn's way to its prompt, where each thread-pool round trip waits for
+    // whatever else the host process is doing.
     await createJson(this.paths.agentState(state.teamName, state.agentId), AgentStateSchema, state, {
       durable: false,
+      blocking: true,
     });
   }
 

@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { LockTiming } from "./lock.ts";
 import type { StoragePaths } from "./paths.ts";
 import { isoDate, version } from "./schemas.ts";
-import { updateJson } from "./store.ts";
+import { flushFile, updateJson, type WriteOptions } from "./store.ts";
 
 /** One color handed to an agent, and when it was given back (the pool itself is kept in color-pool.json). */
 export const ColorAssignmentSchema = z.object({
@@ -36,8 +36,20 @@ export class ColorStore {
    */
   async update(
     fn: (current: ColorPool | undefined) => ColorPool | undefined | Promise<ColorPool | undefined>,
+    options: WriteOptions = {},
   ): Promise<string[]> {
-    const { warnings } = await updateJson(this.paths.colorPool, ColorPoolSchema, fn, this.lockTiming);
+    const { warnings } = await updateJson(
+      this.paths.colorPool,
+      ColorPoolSchema,
+      fn,
+      this.lockTiming,
+      options,
+    );
     return warnings.map((warning) => `${warning}; colors are assigned afresh`);
+  }
+
+  /** Flush the pool to disk: an update made without fsync (a spawn's color), made durable later. */
+  flush(): Promise<void> {
+    return flushFile(this.paths.colorPool);
   }
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { closeSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { closeSync, linkSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { link, mkdir, open, readdir, readFile, rename, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import type { z } from "zod";
@@ -269,6 +269,16 @@ export const createJson: JsonWriter = async (file, schema, value, options = {}) 
   // the file is created exclusively and no reader ever sees it half-written (a reader would take a partial file for a
   // damaged one and move it aside).
   const text = jsonText(schema, value);
+  if (options.blocking) {
+    makePrivateDirNow(path.dirname(file));
+    const temp = writeTempNow(file, text);
+    try {
+      linkSync(temp, file);
+    } finally {
+      removeNow(temp);
+    }
+    return;
+  }
   await makePrivateDir(path.dirname(file));
   const temp = await writeTemp(file, text, options.durable ?? true);
   try {
@@ -285,7 +295,8 @@ export interface UpdateOutcome<T> {
 
 /**
  * Read-modify-write under the file's cross-process lock. `fn` sees the current value (undefined when missing or
- * damaged) and returns the new value, or undefined to leave the file as it is.
+ * damaged) and returns the new value, or undefined to leave the file as it is. With `blocking` the read is blocking
+ * too, so a synchronous `fn` holds the lock through no turn of the event loop.
  */
 export async function updateJson<T>(
   file: string,
@@ -298,7 +309,7 @@ export async function updateJson<T>(
     file,
     async () => {
       const warnings: string[] = [];
-      const current = await readJson(file, schema);
+      const current = await readJson(file, schema, { blocking: options.blocking === true });
       if (current.kind === "corrupt") warnings.push(current.warning);
       const next = await fn(current.kind === "ok" ? current.value : undefined);
       if (next === undefined) return { value: current.kind === "ok" ? current.value : undefined, warnings };

@@ -27,6 +27,7 @@ import { StatCache } from "./stat-cache.ts";
 import {
   createJson,
   ensureStorageRoot,
+  flushFile,
   listDir,
   type ReadOptions,
   type ReadResult,
@@ -128,8 +129,18 @@ export class TeamStore {
     }
   }
 
-  updateTeam(teamName: string, fn: (current: TeamConfig | undefined) => TeamConfig | undefined) {
-    return updateJson(this.paths.teamConfig(teamName), TeamConfigSchema, fn, this.lockTiming);
+  /** Read-modify-write of the team's config under its lock; durable unless `options` say otherwise (see WriteOptions). */
+  updateTeam(
+    teamName: string,
+    fn: (current: TeamConfig | undefined) => TeamConfig | undefined,
+    options: WriteOptions = {},
+  ) {
+    return updateJson(this.paths.teamConfig(teamName), TeamConfigSchema, fn, this.lockTiming, options);
+  }
+
+  /** Flush the team's config to disk: a write made without fsync under its lock (a spawn's member), made durable later. */
+  flushTeam(teamName: string): Promise<void> {
+    return flushFile(this.paths.teamConfig(teamName));
   }
 
   // Agents: one agent's files (agent-files.ts, where each method's rules are told) and the team's listings of them

@@ -485,6 +485,99 @@ describe("spawn-agent: the spec's error table", () => {
   });
 });
 
+describe("spawn-agent: the way to the prompt", () => {
+  test("the prompt goes out once the agent's file (with its session), member and color are written; their flushes follow", async () => {
+    const seen: string[] = [];
+    let atPrompt: Record<string, unknown> | undefined;
+    const prompt = ctx.server.promptAsync.bind(ctx.server);
+    ctx.server.promptAsync = async (sessionId, text, options) => {
+      seen.push("prompt sent");
+      // What the liveness monitor and the identity hook would find when the session's first event comes.
+      const { items } = await ctx.store.listAgentViews("alpha");
+      const agent = items.find((view) => view.state.sessionId === sessionId)?.state;
+      atPrompt = {
+        file: agent?.status,
+        member: (await members()).some((m) => m.agentId === agent?.agentId),
+        color: (await activeColors()).some((a) => a.agentId === agent?.agentId),
+      };
+      return prompt(sessionId, text, options);
+    };
+    const flushTeam = ctx.store.flushTeam.bind(ctx.store);
+    ctx.store.flushTeam = async (teamName) => {
+      seen.push("team flushed");
+      await flushTeam(teamName);
+    };
+    const flushColors = ctx.store.colors.flush.bind(ctx.store.colors);
+    ctx.store.colors.flush = async () => {
+      seen.push("colors flushed");
+      await flushColors();
+    };
+    const result = await spawn({ headless: true });
+    expect(result).toMatchObject({ success: true, status: "active" });
+    expect(atPrompt).toEqual({ file: "spawning", member: true, color: true });
+    expect(seen).toEqual(["prompt sent", "team flushed", "colors flushed"]);
+  });
+
+  test("a failed flush of the member or the color fails the spawn after its prompt, and rolls it back", async () => {
+    ctx.store.flushTeam = async () => {
+      throw new Error("EIO: i/o error, fsync");
+    };
+    const failed = await spawn({});
+    expect(failed.error).toMatch(/^spawn-agent failed: .*EIO/);
+    expect(ctx.server.calls.some((c) => c.startsWith("promptAsync"))).toBe(true);
+    expect(ctx.server.calls.some((c) => c.startsWith("deleteSession"))).toBe(true);
+    await expectNoGhost();
+  });
+
+  test("a spawn refused for capacity while the server is still looked up is refused at once: no session, no prompt", async () => {
+    await ctx.store.updateTeam("alpha", (t) => (t ? { ...t, maxAgents: 1 } : t));
+    expect((await spawn({ headless: true })).success).toBe(true);
+    const callsBefore = [...ctx.server.calls];
+    const ensure = ctx.edges.ensureProjectServer;
+    if (!ensure) throw new Error("no ensureProjectServer");
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    ctx.edges.ensureProjectServer = async () => {
+      await gate;
+      return ensure();
+    };
+    try {
+      const refused = await Promise.race([
+        spawn({ headless: true }),
+        Bun.sleep(2_000).then(() => ({ success: false, error: "it waited for the server" })),
+      ]);
+      expect(refused.error).toMatch(/^Team 'alpha' already runs 1 agent, the limit/);
+      expect(ctx.server.calls).toEqual(callsBefore);
+      expect((await members()).map((m) => m.role)).toEqual(["leader", "worker"]);
+      expect(await activeColors()).toHaveLength(1);
+    } finally {
+      release();
+    }
+  });
+
+  test("the server failing after the member was reserved: member and color are given back", async () => {
+    const ensure = ctx.edges.ensureProjectServer;
+    if (!ensure) throw new Error("no ensureProjectServer");
+    let reservedMeanwhile: boolean | undefined;
+    ctx.edges.ensureProjectServer = async () => {
+      // The lookup runs beside the member's reservation and the color's allocation: both come while it is under way.
+      const deadline = Date.now() + 2_000;
+      const reserved = async () => (await members()).length === 2 && (await activeColors()).length === 1;
+      while (!(await reserved()) && Date.now() < deadline) await Bun.sleep(1);
+      reservedMeanwhile = await reserved();
+      ctx.serverStartFailure = "opencode exited with code 1 (log: /x/server.log)";
+      return ensure();
+    };
+    expect((await spawn({})).error).toBe(
+      "Failed to start OpenCode server: opencode exited with code 1 (log: /x/server.log)",
+    );
+    expect(reservedMeanwhile).toBe(true);
+    await expectNoGhost();
+  });
+});
+
 describe("spawn-agent: concurrency and colors", () => {
   test("5 concurrent spawns into one team: all succeed with distinct names, colors and panes", async () => {
     const results = await Promise.all(Array.from({ length: 5 }, (_, i) => spawn({ prompt: `task ${i}` })));

@@ -74,46 +74,52 @@ export async function allocateColor(
 ): Promise<ColorChoice> {
   const now = isoNow(ctx.clock);
   let choice: ColorChoice | undefined;
-  const damage = await ctx.store.colors.update(async (current): Promise<ColorPool> => {
-    const assignments = prune(current?.assignments ?? []);
-    const held = new Set(assignments.filter((a) => !a.releasedAt).map((a) => a.color));
-    const free = COLOR_PALETTE.filter((color) => !held.has(color));
-    let next = assignments;
-    if (free.length > 0) {
-      // Stable sort: among never-used colors the palette order decides.
-      const color = [...free].sort((a, b) => lastUse(assignments, a) - lastUse(assignments, b))[0] as string;
-      choice = { color };
-    } else {
-      const byAge = assignments
-        .filter((a) => !a.releasedAt)
-        .sort((a, b) => Date.parse(a.assignedAt) - Date.parse(b.assignedAt));
-      let reclaimed: ColorAssignment | undefined;
-      for (const candidate of byAge) {
-        if (await holderStopped(ctx, candidate)) {
-          reclaimed = candidate;
-          break;
+  // Not flushed: the launch flushes the pool once the prompt is sent, before it returns (see reserveMember).
+  const damage = await ctx.store.colors.update(
+    async (current): Promise<ColorPool> => {
+      const assignments = prune(current?.assignments ?? []);
+      const held = new Set(assignments.filter((a) => !a.releasedAt).map((a) => a.color));
+      const free = COLOR_PALETTE.filter((color) => !held.has(color));
+      let next = assignments;
+      if (free.length > 0) {
+        // Stable sort: among never-used colors the palette order decides.
+        const color = [...free].sort(
+          (a, b) => lastUse(assignments, a) - lastUse(assignments, b),
+        )[0] as string;
+        choice = { color };
+      } else {
+        const byAge = assignments
+          .filter((a) => !a.releasedAt)
+          .sort((a, b) => Date.parse(a.assignedAt) - Date.parse(b.assignedAt));
+        let reclaimed: ColorAssignment | undefined;
+        for (const candidate of byAge) {
+          if (await holderStopped(ctx, candidate)) {
+            reclaimed = candidate;
+            break;
+          }
+        }
+        if (reclaimed) {
+          const taken = reclaimed;
+          next = assignments.map((a) => (a === taken ? { ...a, releasedAt: now } : a));
+          choice = {
+            color: taken.color,
+            warning: `All ${COLOR_PALETTE.length} colors were in use; reused '${taken.color}' from agent ${taken.agentId}, which is no longer running.`,
+          };
+        } else {
+          const oldest = byAge[0] as ColorAssignment;
+          choice = {
+            color: oldest.color,
+            warning: `All ${COLOR_PALETTE.length} colors are held by running agents; '${oldest.color}' is now shared with agent ${oldest.agentId}.`,
+          };
         }
       }
-      if (reclaimed) {
-        const taken = reclaimed;
-        next = assignments.map((a) => (a === taken ? { ...a, releasedAt: now } : a));
-        choice = {
-          color: taken.color,
-          warning: `All ${COLOR_PALETTE.length} colors were in use; reused '${taken.color}' from agent ${taken.agentId}, which is no longer running.`,
-        };
-      } else {
-        const oldest = byAge[0] as ColorAssignment;
-        choice = {
-          color: oldest.color,
-          warning: `All ${COLOR_PALETTE.length} colors are held by running agents; '${oldest.color}' is now shared with agent ${oldest.agentId}.`,
-        };
-      }
-    }
-    return {
-      version: 1,
-      assignments: [...next, { color: choice.color, agentId, teamName, assignedAt: now }],
-    };
-  });
+      return {
+        version: 1,
+        assignments: [...next, { color: choice.color, agentId, teamName, assignedAt: now }],
+      };
+    },
+    { durable: false, blocking: true },
+  );
   if (!choice) throw new Error("color pool update did not run");
   // A damaged pool starts over empty: the store's warnings say so, like any damaged file (specs/storage.md).
   const warning = [...damage, ...(choice.warning ? [choice.warning] : [])].join(" ");

@@ -24,8 +24,8 @@ export function paneOpener(
         color: up.color,
         sessionId: up.sessionId,
         cwd: up.cwd,
-        serverUrl: spec.server.url,
-        credentials: spec.server.credentials,
+        serverUrl: up.server.url,
+        credentials: up.server.credentials,
       });
     } catch (error) {
       throw new StepFailure(`Failed to create tmux pane: ${errorText(error)}`);

@@ -67,16 +67,22 @@ export async function reserveMember(
   let name: string | undefined;
   let full: string | undefined;
   const joinedAt = isoNow(ctx.clock);
-  await ctx.store.updateTeam(team.name, (current) => {
-    if (!current) return undefined;
-    // Under the team's lock, so two spawns at once cannot both take the last place (maxAgents).
-    full = capacity(current);
-    if (full) return undefined;
-    const taken = new Set(current.members.map((m) => m.name));
-    name = requestedName;
-    for (let n = 1; name === undefined; n++) if (!taken.has(`${role}-${n}`)) name = `${role}-${n}`;
-    return { ...current, members: [...current.members, { agentId, name, role, joinedAt }] };
-  });
+  // Blocking and not flushed: on the spawn's way to its prompt, the team's lock is held through no turn of the event
+  // loop and nobody waits for the disk; the launch flushes the config once the prompt is sent, before it returns.
+  await ctx.store.updateTeam(
+    team.name,
+    (current) => {
+      if (!current) return undefined;
+      // Under the team's lock, so two spawns at once cannot both take the last place (maxAgents).
+      full = capacity(current);
+      if (full) return undefined;
+      const taken = new Set(current.members.map((m) => m.name));
+      name = requestedName;
+      for (let n = 1; name === undefined; n++) if (!taken.has(`${role}-${n}`)) name = `${role}-${n}`;
+      return { ...current, members: [...current.members, { agentId, name, role, joinedAt }] };
+    },
+    { durable: false, blocking: true },
+  );
   if (full) throw new CallerError(full);
   if (name === undefined) throw new CallerError(`Team '${team.name}' does not exist`);
   return name;

@@ -1,6 +1,7 @@
 import type { ProjectServer } from "../../edges/server-manager.ts";
 import type { AgentWorktree, TeamConfig } from "../../state/schemas.ts";
 import type { AgentUsage, Budget } from "../../state/usage-schema.ts";
+import type { Failure } from "../result.ts";
 import type { WorktreeRequest } from "../worktrees/worktrees.ts";
 import type { ResolvedModel } from "./model.ts";
 import type { PromptDelivery } from "./prompt-delivery.ts";
@@ -22,7 +23,11 @@ export interface SpawnAgentOutput {
 /** What spawn-agent and resume-agent bring up: everything after validation and the server. */
 export interface LaunchSpec {
   team: TeamConfig;
-  server: ProjectServer;
+  /**
+   * The project server, or the lookup of it still under way: spawn-agent asks for it once the call is validated and
+   * reserves the member meanwhile; the launch waits for it before the session (a failure is rolled back like any step).
+   */
+  server: ProjectServer | Promise<ProjectServer | Failure>;
   role: "worker" | "reviewer";
   /** Validated requested name; a free `<role>-<n>` when absent. */
   name?: string;
@@ -50,6 +55,8 @@ export interface LaunchSpec {
 
 /** What a launch has brought up so far: enough to open its pane, deliver its prompt and record it. */
 export interface Launching {
+  /** The project server the agent runs on. */
+  server: ProjectServer;
   agentId: string;
   name: string;
   sessionId: string;

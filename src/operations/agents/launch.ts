@@ -1,4 +1,5 @@
 import { v4 as uuidv4 } from "uuid";
+import type { ProjectServer } from "../../edges/server-manager.ts";
 import type { AgentState } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, errorText, fail, type OpResult } from "../result.ts";
@@ -30,14 +31,20 @@ export async function launchAgent(
   let recount: Promise<void> | undefined;
   try {
     const up = await bringUp(ctx, spec, steps, rollback);
-    // A spawning agent already counts as running: the server's session count is taken while the prompt is being
-    // delivered instead of after the pane opens, when that pane's `opencode attach` boot competes for the CPU.
-    recount = recountSessions(ctx);
     // The pane opens once the server has accepted the prompt, while the spawn waits for it to land: the pane's tmux
     // calls and its `opencode attach` boot overlap that wait instead of following it.
     paneOpening = paneOpener(ctx, spec, up, rollback);
     steps.progress("prompt", `Delivering the prompt to ${up.name}`);
-    const delivered = await deliverFirstPrompt(ctx, spec, up, paneOpening.open);
+    const delivering = deliverFirstPrompt(ctx, spec, up, paneOpening.open, steps);
+    // Started once the prompt is on its way, so that none of it delays it: the server's session count (a spawning
+    // agent already counts as running), taken while the prompt lands rather than after the pane opens, when that
+    // pane's `opencode attach` boot competes for the CPU; and the flush to disk of the member's and the color's
+    // writes, made without one before the prompt (awaited below: the spawn returns once they are durable).
+    recount = recountSessions(ctx);
+    const flushing = Promise.all([ctx.store.flushTeam(spec.team.name), ctx.store.colors.flush()]);
+    // Awaited below; handled now, as it may fail while the delivery still runs (an unhandled rejection stops the host).
+    flushing.catch(() => {});
+    const delivered = await delivering;
     if (!spec.headless) steps.progress("pane", `Opening a tmux pane for ${up.name}`);
     const pane = spec.headless ? undefined : await paneOpening.open();
     steps.mark("activate");
@@ -47,6 +54,7 @@ export async function launchAgent(
     const [history] = await Promise.all([
       recordRun(ctx, registered),
       ctx.store.flushAgent(spec.team.name, up.agentId),
+      flushing,
       recount,
     ]);
     up.warnings.push(...history);
@@ -73,7 +81,10 @@ export async function launchAgent(
   }
 }
 
-/** Membership, worktree, session, color and the agent's file, each undone by `rollback` if a later step fails. */
+/**
+ * Membership, worktree, color, session and the agent's file, each undone by `rollback` if a later step fails. The
+ * project server may still be looked up (or booting) meanwhile: it is waited for right before the session.
+ */
 async function bringUp(
   ctx: TeamsContext,
   spec: LaunchSpec,
@@ -82,16 +93,13 @@ async function bringUp(
 ): Promise<Launching> {
   const { team } = spec;
   const agentId = spec.agentId ?? uuidv4();
+  steps.mark("member");
   const capacity = await capacityCheck(ctx, team.name);
   const name = await reserveMember(ctx, team, agentId, spec.role, spec.name, capacity);
   rollback.push("the team membership", () => removeMember(ctx, team.name, agentId));
 
-  if (spec.worktree) steps.progress("worktree", `Preparing the worktree of ${name}`);
-  const place = await placeAgent(ctx, spec.worktree, spec.cwd, team.name, name);
-  if (place.undo) rollback.push("the worktree", place.undo);
-
-  // The color needs only the agent's id: its locked, durable write overlaps the session's creation. Undone after the
-  // session's own undo, once the allocation settled, whichever of the two failed.
+  // The color needs only the agent's id: its locked write overlaps the worktree, the server's lookup and the
+  // session's creation. Undone after the session's own undo, once the allocation settled, whichever failed.
   const coloring = allocateColor(ctx, team.name, agentId);
   // Handled from the start: it may fail while the session is still being created, and an unhandled rejection stops
   // the host process. The failure itself is raised by the await below.
@@ -100,9 +108,20 @@ async function bringUp(
     await coloring.catch(() => {});
     await releaseColor(ctx, agentId);
   });
-  const sessionId = await sessionFor(ctx, spec, { agentId, name, cwd: place.cwd }, steps, rollback);
+
+  if (spec.worktree) steps.progress("worktree", `Preparing the worktree of ${name}`);
+  const place = await placeAgent(ctx, spec.worktree, spec.cwd, team.name, name);
+  if (place.undo) rollback.push("the worktree", place.undo);
+
+  steps.mark("server");
+  const server = await spec.server;
+  if ("success" in server) throw new StepFailure(server.error);
+  const sessionId = await sessionFor(ctx, spec, server, { agentId, name, cwd: place.cwd }, steps, rollback);
+  steps.mark("color");
   const color = await coloring;
+  steps.mark("agentFile");
   const up: Launching = {
+    server,
     agentId,
     name,
     sessionId,
@@ -120,6 +139,7 @@ async function bringUp(
 async function sessionFor(
   ctx: TeamsContext,
   spec: LaunchSpec,
+  server: ProjectServer,
   who: { agentId: string; name: string; cwd: string },
   steps: StepClock,
   rollback: Rollback,
@@ -128,7 +148,7 @@ async function sessionFor(
   steps.progress("session", `Creating the session for ${who.name}`);
   let sessionId: string;
   try {
-    ({ id: sessionId } = await spec.server.api.createSession({
+    ({ id: sessionId } = await server.api.createSession({
       title: agentSessionTitle(spec.team.name, who.name, who.agentId),
       directory: who.cwd,
     }));
@@ -136,7 +156,7 @@ async function sessionFor(
     ctx.edges.serverControl?.forgetHealthy();
     throw new StepFailure(`Failed to create SDK session: ${errorText(error)}`);
   }
-  rollback.push("the session", () => spec.server.api.deleteSession(sessionId));
+  rollback.push("the session", () => server.api.deleteSession(sessionId));
   return sessionId;
 }
 
@@ -145,12 +165,15 @@ function deliverFirstPrompt(
   spec: LaunchSpec,
   up: Launching,
   openPane: () => Promise<AgentPane>,
+  steps: StepClock,
 ): Promise<DeliveryResult> {
   const text = typeof spec.message === "function" ? spec.message(up.agentId) : spec.message;
-  return deliverPrompt(ctx, spec.server.api, up.sessionId, text, {
+  return deliverPrompt(ctx, up.server.api, up.sessionId, text, {
     // A new session has no messages; a continued one is counted first.
     ...(spec.reuseSessionId ? {} : { messagesBefore: 0 }),
     ...(spec.model.ref ? { model: spec.model.ref } : {}),
+    // When the call's first prompt went out, since the call started (in the log's timings).
+    onSending: () => steps.at("promptSentAt"),
     ...(spec.headless
       ? {}
       : {
@@ -224,7 +247,7 @@ function launched(
     ...(pane ? { paneId: pane.paneId } : {}),
     name: up.name,
     color: up.color,
-    port: spec.server.info.port,
+    port: up.server.info.port,
     status: done.registered.status === "spawning" ? "spawning" : "active",
     promptDelivery: delivered.delivery,
     ...(up.worktree ? { worktree: up.worktree } : {}),

@@ -20,6 +20,8 @@ export interface DeliveryOptions {
   messagesBefore?: number;
   /** Called once, when the server first accepts the prompt: the caller's next step may start while it lands. */
   onAccepted?: () => void;
+  /** Called right before the first `prompt_async` is sent (the spawn's step clock notes when). */
+  onSending?: () => void;
 }
 
 /** Poll the session's message count until it grows past `before` or `windowMs` passes. */
@@ -90,6 +92,7 @@ async function viaSdk(
     if (attempt > 1 && (await landed(ctx.clock, api, sessionId, before, 0))) return { landed: true, before };
     if (Number.isFinite(before)) {
       try {
+        if (attempt === 1) options.onSending?.();
         await api.promptAsync(sessionId, text, options.model ? { model: options.model } : {});
         if (attempt === 1) options.onAccepted?.();
         if (await landed(ctx.clock, api, sessionId, before, delay)) return { landed: true, before };

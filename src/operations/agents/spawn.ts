@@ -61,9 +61,10 @@ export async function spawnAgent(
   if (spent) return fail(spent);
   if (!headless && !(await ctx.edges.tmux.available())) return fail("tmux is required for agent spawning");
 
+  // Asked for now and awaited right before the session: the member is reserved meanwhile. Checking that a running
+  // server is ours reads /proc (tens of ms on a busy machine); starting one takes seconds.
   steps.progress("server", "Starting the OpenCode server");
-  const server = await projectServerOrFail(ctx, "spawn-agent");
-  if ("success" in server) return server;
+  const server = projectServerOrFail(ctx, "spawn-agent");
   const launched = await launchAgent(
     ctx,
     {

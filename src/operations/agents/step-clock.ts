@@ -8,11 +8,17 @@ export class StepClock {
   readonly timings: Record<string, number> = {};
   private step = "validate";
   private startedAt: number;
+  private readonly origin: number;
   constructor(
     private readonly clock: Clock,
     private readonly report: SpawnProgress,
   ) {
     this.startedAt = clock.now();
+    this.origin = this.startedAt;
+  }
+  /** Milliseconds since the call started, kept under `name` (e.g. when the first prompt was sent). */
+  at(name: string): void {
+    this.timings[name] = this.clock.now() - this.origin;
   }
   mark(step: string): void {
     this.timings[this.step] = this.clock.now() - this.startedAt;
