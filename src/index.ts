@@ -9,11 +9,15 @@ export const OpencodeTeamsPlugin: Plugin = async (input, options) => {
   const liveness = startBackground(ctx);
   // A leader coming back to a team with running agents will likely spawn or resume soon.
   void prewarmIfAgentsRun(ctx);
+  const identity = createIdentityHook(ctx, input);
   return {
     tool: createTools(ctx),
-    "experimental.chat.system.transform": createIdentityHook(ctx, input),
+    "experimental.chat.system.transform": identity.transform,
     // Sessions living in this process report here; the monitor queues the event and returns at once.
-    event: async ({ event }) => liveness?.monitor.handleEvent(event),
+    event: async ({ event }) => {
+      identity.learn(event);
+      return liveness?.monitor.handleEvent(event);
+    },
     dispose: async () => {
       await liveness?.release();
       await releaseProjectServer(ctx).catch((error: unknown) => {

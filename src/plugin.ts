@@ -134,7 +134,10 @@ function toolsOf(ctx: TeamsContext): NonNullable<Hooks["tool"]> {
   };
 }
 
-/** Every agent session gets its identity in the system prompt; the session title (read once) says whose it is. */
+/**
+ * Every agent session gets its identity in the system prompt; the session title (from its creation event, else read
+ * once from the server) says whose it is.
+ */
 export function createIdentityHook(ctx: TeamsContext, input: PluginInput) {
   return identitySystemTransform(ctx, async (sessionId) => {
     // Bounded: this runs before every model call of every session.

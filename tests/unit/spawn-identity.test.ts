@@ -26,12 +26,13 @@ afterEach(() => ctx.cleanup());
 /** The hook as OpenCode calls it; titles come from the fake server, and lookups are counted. */
 function hook() {
   let lookups = 0;
-  const transform = identitySystemTransform(ctx, async (sessionId) => {
+  const { transform, learn } = identitySystemTransform(ctx, async (sessionId) => {
     lookups++;
     return ctx.server.sessions.get(sessionId)?.title ?? ctx.local.sessions.get(sessionId)?.title;
   });
   return {
     lookups: () => lookups,
+    learn,
     async system(sessionID: string | undefined) {
       const output = { system: ["base prompt"] };
       await transform({ sessionID }, output);
@@ -99,10 +100,32 @@ test("other sessions get nothing, and are asked about once", async () => {
   expect(await h.system(LEADER)).toEqual(["base prompt"]);
 });
 
+test("a session's title from its creation event spares the first turn the server's answer", async () => {
+  const spawned = await spawnAgent(ctx, { teamName: "alpha", prompt: "go", name: "builder" }, LEADER);
+  if (!spawned.success) throw new Error(spawned.error);
+  const identity = hook();
+  const title = ctx.server.sessions.get(spawned.sessionId)?.title;
+  identity.learn({ type: "session.created", properties: { info: { id: spawned.sessionId, title } } });
+  // A session whose title names no agent is remembered as no one's, also without asking.
+  identity.learn({
+    type: "session.created",
+    properties: { info: { id: "ses_other", title: "New session" } },
+  });
+  // A later rename does not take the agent's identity away.
+  identity.learn({
+    type: "session.updated",
+    properties: { info: { id: spawned.sessionId, title: "mine now" } },
+  });
+  identity.learn({ type: "session.created", properties: { info: { id: 7, title: "teams::x" } } });
+  expect((await identity.system(spawned.sessionId))[1]).toContain(spawned.agentId);
+  expect(await identity.system("ses_other")).toEqual(["base prompt"]);
+  expect(identity.lookups()).toBe(0);
+});
+
 test("when the title cannot be read, the agent files are searched instead", async () => {
   const spawned = await spawnAgent(ctx, { teamName: "alpha", prompt: "go" }, LEADER);
   if (!spawned.success) throw new Error(spawned.error);
-  const transform = identitySystemTransform(ctx, async () => {
+  const { transform } = identitySystemTransform(ctx, async () => {
     throw new Error("server busy");
   });
   const output = { system: [] as string[] };

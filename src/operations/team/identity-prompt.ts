@@ -1,3 +1,4 @@
+import { jsonRecord } from "../../json-record.ts";
 import type { TeamsOptions } from "../../options.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
@@ -126,6 +127,17 @@ export class AgentIdentityResolver {
     this.teamOf.set(sessionId, value);
   }
 
+  /**
+   * A session's title as its `session.created` event carried it: the first turn of a new agent then finds its identity
+   * without asking the server (a round trip on the path to its first model request). Only the creation counts: a
+   * title changed later (a person renaming the session) must not take an agent's identity away.
+   */
+  learnTitle(sessionId: string, title: string): void {
+    if (this.teamOf.has(sessionId)) return;
+    const parsed = parseAgentSessionTitle(title);
+    this.remember(sessionId, parsed ? { teamName: parsed.teamName, agentId: parsed.agentId } : null);
+  }
+
   private async locate(sessionId: string): Promise<{ teamName: string; agentId: string } | undefined> {
     const known = this.teamOf.get(sessionId);
     if (known !== undefined) return known ?? undefined;
@@ -165,10 +177,23 @@ export class AgentIdentityResolver {
 
 type SystemTransform = (input: { sessionID?: string }, output: { system: string[] }) => Promise<void>;
 
-/** The `experimental.chat.system.transform` hook: adds the agent's identity to its system prompt on every turn. */
-export function identitySystemTransform(ctx: TeamsContext, titleOf: SessionTitleLookup): SystemTransform {
+/**
+ * The `experimental.chat.system.transform` hook (`transform`): adds the agent's identity to its system prompt on every
+ * turn; `learn` takes the titles of sessions from this process's events.
+ */
+export function identitySystemTransform(
+  ctx: TeamsContext,
+  titleOf: SessionTitleLookup,
+): { transform: SystemTransform; learn: (event: unknown) => void } {
   const resolver = new AgentIdentityResolver(ctx, titleOf);
-  return async (input, output) => {
+  const learn = (event: unknown) => {
+    const record = jsonRecord(event);
+    if (record?.type !== "session.created") return;
+    const info = jsonRecord(jsonRecord(record.properties)?.info);
+    if (typeof info?.id === "string" && typeof info.title === "string")
+      resolver.learnTitle(info.id, info.title);
+  };
+  const transform: SystemTransform = async (input, output) => {
     if (!input.sessionID) return;
     try {
       const text = await resolver.systemFor(input.sessionID);
@@ -181,4 +206,5 @@ export function identitySystemTransform(ctx: TeamsContext, titleOf: SessionTitle
       });
     }
   };
+  return { transform, learn };
 }
