@@ -45,6 +45,29 @@ function revision(rev: string): string {
   return rev;
 }
 
+/** The last worktree change started per repository in this process; the next one waits for it. */
+const worktreeChanges = new Map<string, Promise<unknown>>();
+
+function isWorktreeChange(args: string[]): boolean {
+  return args[0] === "worktree" && args[1] !== "list";
+}
+
+/**
+ * Worktree changes of one repository one at a time: a `git worktree add` reads every entry under
+ * `.git/worktrees/`, and dies ("failed to read .git/worktrees/<x>/commondir") on one another add is still writing,
+ * which concurrent spawns and the spare's refill made happen.
+ */
+async function oneAtATime<T>(repo: string, run: () => Promise<T>): Promise<T> {
+  const before = worktreeChanges.get(repo) ?? Promise.resolve();
+  const mine = before.catch(() => {}).then(run);
+  worktreeChanges.set(repo, mine);
+  try {
+    return await mine;
+  } finally {
+    if (worktreeChanges.get(repo) === mine) worktreeChanges.delete(repo);
+  }
+}
+
 let niceArgv: string[] | undefined;
 
 /** `nice -n 19` where there is a `nice` (looked up once), else nothing: the work runs at normal priority. */
@@ -108,7 +131,9 @@ export class GitCli implements GitApi {
 
   /** Run and return stdout; a non-zero exit becomes a GitError naming the command and git's own words. */
   private async ok(repo: string, args: string[], lowPriority = false): Promise<string> {
-    const result = await this.run(repo, args, lowPriority);
+    const result = await (isWorktreeChange(args)
+      ? oneAtATime(repo, () => this.run(repo, args, lowPriority))
+      : this.run(repo, args, lowPriority));
     if (result.code !== 0) {
       const said = result.stderr.trim() || result.stdout.trim() || `exit code ${result.code}`;
       throw new GitError(`git ${args[0]} failed: ${said}`);
