@@ -198,10 +198,11 @@ export class ServerManager {
     if (outcome.kind === "failed") throw new ServerStartError(outcome.details);
     startedHere.add(outcome.info.pid);
     await this.files.write(outcome.info);
-    // Its identity and health checked once more now, in the background, as the next ensureRunning would check them:
-    // the first spawn after a prewarm then finds them known (the fds of the process walked, a health probe: tens of
-    // ms on a busy machine) instead of paying for them.
-    this.inspector.inspect(outcome.info, 1).catch(() => {});
+    // Its identity and health checked once more now, as the next ensureRunning would check them: the first spawn
+    // after a prewarm then finds them known (the fds of the process walked, a health probe: tens of ms on a busy
+    // machine) instead of paying for them. Awaited: a check still running once the start returned could meet
+    // another process on the port by the time its probe (with the password) goes out.
+    await this.inspector.inspect(outcome.info, 1).catch(() => {});
     return this.wrap(outcome.info);
   }
 
