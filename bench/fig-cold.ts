@@ -67,6 +67,14 @@ function bootLines(projectDir: string): string[] {
     .map((l) => l.replace(/ run=\w+/, "").slice(0, 160));
 }
 
+/** The plugin's word on the prewarm's warm-up turn, from the leader's server log (for the note, not the figure). */
+function warmupLines(leaderLog: string): string[] {
+  return readFileSync(leaderLog, "utf8")
+    .split("\n")
+    .filter((l) => l.includes("prewarm warm-up turn"))
+    .map((l) => l.replace(/ run=\w+/, "").slice(0, 200));
+}
+
 /** The last finished call's start and end, as OpenCode recorded them. */
 function toolTime(results: readonly ToolResultInfo[]): { start: number; end: number } | undefined {
   const time = (results.at(-1)?.part.state as { time?: { start: number; end?: number } } | undefined)?.time;
@@ -106,6 +114,7 @@ async function coldRound(mock: MockModel, round: number, out: ColdSamples, prewa
       `cold ${round + 1}${prewarm ? "" : " (no prewarm)"}: spawn call -> first request ${reached - time.start} ms (tool ${time.end - time.start} ms), child session floor ${floor} ms; spawn ${time.start - team.end} ms after create-team`,
     );
     for (const line of bootLines(main.projectDir)) note(`    ${line}`);
+    for (const line of warmupLines(main.logPath)) note(`    ${line}`);
   } finally {
     const info = serverInfo(main.projectDir);
     if (info && info.pid !== main.pid) await terminateProcess(info.pid, 2_000);

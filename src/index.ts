@@ -1,6 +1,7 @@
 import type { Plugin } from "@opencode-ai/plugin";
 import { prewarmIfAgentsRun } from "./operations/server/prewarm.ts";
 import { releaseProjectServer } from "./operations/server/server-control.ts";
+import { stopWarmup } from "./operations/server/warmup.ts";
 import { createContext, createIdentityHook, createTools, startBackground } from "./plugin.ts";
 
 // Only the plugin itself is exported: OpenCode calls every exported function of this module as a plugin.
@@ -20,6 +21,8 @@ export const OpencodeTeamsPlugin: Plugin = async (input, options) => {
     },
     dispose: async () => {
       await liveness?.release();
+      // A warm-up turn left running would retry against its closed endpoint for as long as the server lives.
+      await stopWarmup(ctx);
       await releaseProjectServer(ctx).catch((error: unknown) => {
         ctx.log(
           "warn",

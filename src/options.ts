@@ -72,6 +72,11 @@ export const TeamsOptionsSchema = z.object({
    * loading in a project whose teams have running agents), so the first spawn-agent does not wait for its boot.
    */
   prewarmServer: z.boolean().default(true),
+  /**
+   * When the prewarm starts the project server, also run one throwaway turn in it against a local stand-in model
+   * (never a real provider), so the first agent's turn finds OpenCode's per-project work done (specs/spawn-agent.md).
+   */
+  prewarmTurn: z.boolean().default(true),
   /** How many agents may run at once in a team (spawned and resumed; the leader not counted); create-team may set its own. */
   maxAgents: z.number().int().positive().max(1000).default(8),
   /** Each spawned agent's budget when spawn-agent gives none (specs/usage-and-budgets.md); unset: no limit. */

@@ -8,7 +8,7 @@ import type { OpencodeApi } from "./edges/opencode-api.ts";
 import { SdkOpencodeApi } from "./edges/opencode-client.ts";
 import { hostProcesses } from "./edges/process-info.ts";
 import { AUTH_SOURCE_ENV } from "./edges/server-auth.ts";
-import { outsideServerEnv } from "./edges/server-env.ts";
+import { outsideServerEnv, restoreUserConfigContent } from "./edges/server-env.ts";
 import { ServerManager } from "./edges/server-manager.ts";
 import { TmuxCli } from "./edges/tmux.ts";
 import type { Logger, TeamsContext } from "./operations/context.ts";
@@ -83,7 +83,7 @@ export function buildContext(input: {
     log: input.log,
     edges: {
       projectServer: async () => (await servers.current())?.api,
-      ensureProjectServer: () => servers.ensureRunning(),
+      ensureProjectServer: (extras) => servers.ensureRunning(extras),
       insideProjectServer: isProjectServer(input.projectRoot),
       serverControl: servers,
       opencodeBinary: () => servers.opencodeBinary(),
@@ -98,6 +98,9 @@ export function buildContext(input: {
 
 export function createContext(input: PluginInput, rawOptions: unknown): TeamsContext {
   const projectRoot = resolveProjectRoot(input);
+  // Inside the project server started with the warm-up provider: this instance's config is read; nothing started from
+  // here on (agents' shells, tmux, other directories' instances) gets the provider (specs/spawn-agent.md).
+  if (isProjectServer(projectRoot)) restoreUserConfigContent(process.env);
   return buildContext({
     projectRoot,
     options: parseOptions(rawOptions),

@@ -1,4 +1,5 @@
 import type { Event } from "@opencode-ai/sdk";
+import type { ModelSettings } from "./warmup-config.ts";
 
 /** What a session is doing, as `GET /session/status` reports it (idle sessions are left out of that map). */
 export type SessionActivity = "busy" | "retry" | "idle";
@@ -64,6 +65,8 @@ export interface OpencodeApi {
   /** The session's `parentID` (a subagent's session names the session that started it); null for a root or unknown one. */
   sessionParent(sessionId: string): Promise<string | null>;
   createSession(input: { title: string; directory: string }): Promise<{ id: string }>;
+  /** The model and provider filters of the server's resolved config (`GET /config`, the client's own directory). */
+  modelSettings(): Promise<ModelSettings>;
   deleteSession(sessionId: string): Promise<void>;
   abortSession(sessionId: string): Promise<void>;
   /** Start a turn without waiting for it (`prompt_async`); with `noReply` the text is added without starting a turn. */

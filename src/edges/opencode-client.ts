@@ -8,6 +8,7 @@ import type {
   PendingRequestRef,
   SessionStatuses,
 } from "./opencode-api.ts";
+import type { ModelSettings } from "./warmup-config.ts";
 
 export interface OpencodeClientOptions {
   /** Directory the server scopes sessions by (`?directory=`): the project root. */
@@ -146,6 +147,15 @@ export class SdkOpencodeApi implements OpencodeApi {
       }),
     );
     return { id: session.id };
+  }
+
+  async modelSettings(): Promise<ModelSettings> {
+    const config = await this.call("GET /config", () => this.client.config.get({ signal: this.signal() }));
+    return {
+      ...(config.model ? { model: config.model } : {}),
+      ...(config.enabled_providers ? { enabledProviders: config.enabled_providers } : {}),
+      ...(config.disabled_providers ? { disabledProviders: config.disabled_providers } : {}),
+    };
   }
 
   async deleteSession(sessionId: string): Promise<void> {

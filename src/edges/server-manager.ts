@@ -32,6 +32,18 @@ export interface ProjectServer {
   credentials?: ServerCredentials;
 }
 
+/**
+ * What a start may add: asked only when this call starts the server (never for one that runs or is adopted), right
+ * before the start. The prewarm's warm-up provider (specs/spawn-agent.md, "The cold path").
+ */
+export interface StartExtras {
+  /**
+   * OPENCODE_CONFIG_CONTENT for the new server, given the environment's own (`undefined` when unset), which it must
+   * keep; undefined leaves the environment's own. A rejection counts as undefined.
+   */
+  configContent(userContent: string | undefined): Promise<string | undefined>;
+}
+
 export interface ServerManagerConfig {
   projectRoot: string;
   paths: StoragePaths;
@@ -109,7 +121,7 @@ export class ServerManager {
   }
 
   /** Reuse the project's server, or start one and wait until it is healthy. Throws ServerStartError. */
-  async ensureRunning(): Promise<ProjectServer> {
+  async ensureRunning(extras?: StartExtras): Promise<ProjectServer> {
     const first = await this.inspector.inspect(await this.files.read(), 3);
     if (first.kind === "healthy") return this.wrap(first.info);
     if (first.kind === "unauthorized") throw this.refused(first.info);
@@ -123,14 +135,14 @@ export class ServerManager {
         case "unauthorized":
           throw this.refused(seen.info);
         case "unresponsive":
-          return this.awaitUnresponsive(seen.info, seen.why);
+          return this.awaitUnresponsive(seen.info, seen.why, extras);
         case "open":
           await this.files.note(
             "warn",
             `the project's server (pid ${seen.info.pid}) has no password (started by an older opencode-teams); stopping it and starting a protected one`,
           );
           await this.inspector.terminate(seen.info.pid);
-          return this.start();
+          return this.start(extras);
         case "absent":
           if (info && seen.check) {
             await this.files.note(
@@ -138,7 +150,7 @@ export class ServerManager {
               `recorded server pid ${info.pid} port ${info.port} not used: ${seen.check}`,
             );
           }
-          return this.adoptOrStart();
+          return this.adoptOrStart(extras);
       }
     }, this.startLockWaitMs);
   }
@@ -148,19 +160,23 @@ export class ServerManager {
     return 2 * this.config.startTimeoutMs + 15_000;
   }
 
-  private async adoptOrStart(): Promise<ProjectServer> {
+  private async adoptOrStart(extras: StartExtras | undefined): Promise<ProjectServer> {
     const adopted = await adoptOrphan(this.config.projectRoot, this.markers, this.files, this.inspector);
-    if (!adopted) return this.start();
+    if (!adopted) return this.start(extras);
     return adopted.healthy
       ? this.wrap(adopted.info)
-      : this.awaitUnresponsive(adopted.info, "its health check does not answer");
+      : this.awaitUnresponsive(adopted.info, "its health check does not answer", extras);
   }
 
   /**
    * Our server, alive, but not answering: a busy machine or a long request, not a reason to kill the agents that use
    * it. Wait up to `startTimeoutMs` more, then give up without touching it.
    */
-  private async awaitUnresponsive(info: ServerInfo, why: string): Promise<ProjectServer> {
+  private async awaitUnresponsive(
+    info: ServerInfo,
+    why: string,
+    extras: StartExtras | undefined,
+  ): Promise<ProjectServer> {
     const waitMs = this.config.startTimeoutMs;
     await this.files.note(
       "warn",
@@ -172,7 +188,7 @@ export class ServerManager {
       if (seen.kind === "healthy") return this.wrap(seen.info);
       if (seen.kind === "unauthorized") throw this.refused(info);
       // It exited meanwhile: nothing of ours is left to wait for.
-      if (seen.kind === "absent") return this.start();
+      if (seen.kind === "absent") return this.start(extras);
       if (Date.now() >= deadline) {
         await this.files.note(
           "warn",
@@ -186,8 +202,12 @@ export class ServerManager {
     }
   }
 
-  private async start(): Promise<ProjectServer> {
+  private async start(extras: StartExtras | undefined): Promise<ProjectServer> {
+    const configContent = await extras
+      ?.configContent(this.env.OPENCODE_CONFIG_CONTENT)
+      .catch(() => undefined);
     const outcome = await startServer({
+      ...(configContent !== undefined ? { configContent } : {}),
       binary: this.opencodeBinary(),
       projectRoot: this.config.projectRoot,
       markers: this.markers,

@@ -29,6 +29,8 @@ export interface StartSpec {
   /** How long a fresh server may take to answer its health check. */
   startTimeoutMs: number;
   files: ServerFiles;
+  /** OPENCODE_CONFIG_CONTENT for the server (the user's own, with the warm-up provider added); unset: the user's. */
+  configContent?: string;
 }
 
 /** The record of a server that answers, or why none does (the details end with the server log's last lines). */
@@ -142,7 +144,7 @@ async function startOn(spec: StartSpec, port: number): Promise<Attempt> {
       ["serve", "--hostname", HOSTNAME, "--port", String(port), "--print-logs", "--log-level", "INFO"],
       {
         cwd: spec.projectRoot,
-        env: serverEnv(spec.env, auth, credentials, spec.markers),
+        env: serverEnv(spec.env, auth, credentials, spec.markers, spec.configContent),
         stdio: ["ignore", fd, fd],
         detached: true,
       },

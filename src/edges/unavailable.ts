@@ -23,6 +23,9 @@ export class UnavailableOpencodeApi implements OpencodeApi {
   async createSession(): Promise<never> {
     this.refuse();
   }
+  async modelSettings(): Promise<never> {
+    this.refuse();
+  }
   async deleteSession(): Promise<never> {
     this.refuse();
   }

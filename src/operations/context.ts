@@ -3,7 +3,7 @@ import type { FilesApi } from "../edges/files-api.ts";
 import type { GitApi } from "../edges/git-api.ts";
 import type { ProcessApi } from "../edges/host-process-api.ts";
 import type { OpencodeApi } from "../edges/opencode-api.ts";
-import type { ProjectServer, ServerManager } from "../edges/server-manager.ts";
+import type { ProjectServer, ServerManager, StartExtras } from "../edges/server-manager.ts";
 import type { TmuxApi } from "../edges/tmux-api.ts";
 import type { TeamsOptions } from "../options.ts";
 import type { TeamStore } from "../state/team-store.ts";
@@ -18,9 +18,10 @@ export interface TeamsEdges {
   /**
    * The project's server, started (detached, in the project root) when it is not running. Only spawning starts a
    * server; everything else uses projectServer(). Throws ServerStartError ("Failed to start OpenCode server: ...").
-   * Absent where nothing is ever spawned (test fixtures of other operations).
+   * Absent where nothing is ever spawned (test fixtures of other operations). `extras` are asked only when this call
+   * starts the server (the prewarm's warm-up provider).
    */
-  ensureProjectServer?(): Promise<ProjectServer>;
+  ensureProjectServer?(extras?: StartExtras): Promise<ProjectServer>;
   /**
    * What the project server is (checked, never started), stopping it, and whether this process started it. Absent
    * where nothing looks at the server (test fixtures of other operations).

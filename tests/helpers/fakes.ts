@@ -16,6 +16,7 @@ import {
   type PaneSpec,
   type TmuxApi,
 } from "../../src/edges/tmux-api.ts";
+import type { ModelSettings } from "../../src/edges/warmup-config.ts";
 
 export interface FakeSession {
   id: string;
@@ -47,6 +48,8 @@ export class FakeOpencode implements OpencodeApi {
   directory = "/";
   /** Directories whose status request fails, and how (a deleted `cwd`, a request that timed out). */
   failingDirectories = new Map<string, string>();
+  /** What modelSettings() answers: the resolved config's model and provider filters. */
+  settings: ModelSettings = { model: "mock/mock-model" };
   private nextId = 1;
   private listeners = new Set<(event: Event | null) => void>();
 
@@ -115,6 +118,11 @@ export class FakeOpencode implements OpencodeApi {
   async createSession(input: { title: string; directory: string }): Promise<{ id: string }> {
     this.check("createSession");
     return { id: this.addSession(input).id };
+  }
+
+  async modelSettings(): Promise<ModelSettings> {
+    this.check("modelSettings");
+    return this.settings;
   }
 
   async deleteSession(sessionId: string): Promise<void> {

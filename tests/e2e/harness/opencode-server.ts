@@ -32,6 +32,7 @@ import {
   type SessionStatus,
   type ToolPart,
 } from "@opencode-ai/sdk";
+import { WARMUP_PROVIDER_ID } from "../../../src/edges/warmup-config.ts";
 import { stopProjectServers } from "./project-servers.ts";
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -370,13 +371,17 @@ export function startedPids(): number[] {
 // ---------------------------------------------------------------------------------------------------------------
 // Config
 
-/** The mock provider config (model `mock/mock-model`), reading the mock's URL from MOCK_BASE_URL at load time. */
+/**
+ * The mock provider config (model `mock/mock-model`), reading the mock's URL from MOCK_BASE_URL at load time. Only the
+ * mock is enabled, and the plugin's own warm-up provider, which a project server the plugin prewarms gets (a user who
+ * filters providers without naming it gets no warm-up turn: specs/spawn-agent.md).
+ */
 export function mockProviderConfig(): Record<string, unknown> {
   return {
     $schema: "https://opencode.ai/config.json",
     model: "mock/mock-model",
     small_model: "mock/mock-model",
-    enabled_providers: ["mock"],
+    enabled_providers: ["mock", WARMUP_PROVIDER_ID],
     autoupdate: false,
     share: "disabled",
     lsp: false,
