@@ -44,6 +44,8 @@ import { newTaskSeries } from "./task-series.ts";
 export class TeamStore {
   /** Boards read before, trusted while their file is unchanged (see readTasks). */
   private readonly boards = new StatCache<ReadResult<TaskBoard>>();
+  /** Team configs read before by readTeamCached, trusted while their file is unchanged. */
+  private readonly configs = new StatCache<ReadResult<TeamConfig>>();
   /** Damage found by reads whose caller had no tool result to put it in (see damage-notes.ts). */
   private readonly damage = new DamageNotes();
   /** One agent's files (see agent-files.ts) and the team's listings of them (agent-listing.ts). */
@@ -111,6 +113,15 @@ export class TeamStore {
 
   readTeam(teamName: string) {
     return readJson(this.paths.teamConfig(teamName), TeamConfigSchema);
+  }
+
+  /**
+   * The team's config for a caller that looks at it again and again (the usage counter, whether the team has a
+   * budget): read afresh only when its file changed (StatCache), so a config of many members costs a stat, not a read,
+   * a parse and a validation. The value is shared with later callers: never change it.
+   */
+  readTeamCached(teamName: string): Promise<ReadResult<TeamConfig>> {
+    return this.configs.get(this.paths.teamConfig(teamName), () => this.readTeam(teamName));
   }
 
   async createTeam(config: TeamConfig): Promise<"created" | "exists"> {
