@@ -47,6 +47,8 @@ interface BackgroundWait {
  */
 export class ManualClock implements Clock {
   private readonly waits = new Set<BackgroundWait>();
+  /** No background wait ends before this: moving time short of it looks at none of them. */
+  private nextEnd = Number.POSITIVE_INFINITY;
   constructor(private current = Date.parse("2026-01-01T00:00:00.000Z")) {}
   now(): number {
     return this.current;
@@ -62,7 +64,13 @@ export class ManualClock implements Clock {
   }
   set(ms: number): void {
     this.current = ms;
-    for (const wait of this.waits) if (wait.until <= this.current) wait.end();
+    if (ms < this.nextEnd) return;
+    let nextEnd = Number.POSITIVE_INFINITY;
+    for (const wait of this.waits) {
+      if (wait.until <= this.current) wait.end();
+      else nextEnd = Math.min(nextEnd, wait.until);
+    }
+    this.nextEnd = nextEnd;
   }
   private waitUntil(until: number, signal?: AbortSignal): Promise<void> {
     if (until <= this.current) return Promise.resolve();
@@ -76,6 +84,7 @@ export class ManualClock implements Clock {
         },
       };
       this.waits.add(wait);
+      this.nextEnd = Math.min(this.nextEnd, until);
       signal?.addEventListener("abort", wait.end, { once: true });
     });
   }

@@ -19,9 +19,19 @@ function checksum(body: string): string {
   return Bun.SHA1.hash(body, "hex");
 }
 
-export function encodeSlot(record: HeartbeatRecord): Buffer {
-  const body = JSON.stringify(HeartbeatRecordSchema.parse(record));
-  const line = `${checksum(body)} ${body}`;
+/** A record checked against the schema and the line that holds it in a slot (checksum, space, JSON body). */
+interface Encoded {
+  line: string;
+  record: HeartbeatRecord;
+}
+
+function encodeRecord(record: HeartbeatRecord): Encoded {
+  const checked = HeartbeatRecordSchema.parse(record);
+  const body = JSON.stringify(checked);
+  return { line: `${checksum(body)} ${body}`, record: checked };
+}
+
+function slotBytes(line: string): Buffer {
   const bytes = Buffer.byteLength(line);
   if (bytes >= SLOT_SIZE)
     throw new RangeError(`heartbeat record of ${bytes} bytes exceeds the ${SLOT_SIZE}-byte slot`);
@@ -29,6 +39,26 @@ export function encodeSlot(record: HeartbeatRecord): Buffer {
   slot.write(line);
   slot[SLOT_SIZE - 1] = 0x0a;
   return slot;
+}
+
+export function encodeSlot(record: HeartbeatRecord): Buffer {
+  return slotBytes(encodeRecord(record).line);
+}
+
+/**
+ * The line each slot held when this process last wrote it or read it whole and valid, with its record, by file. A
+ * read that finds that very line again returns that record without checking the checksum, parsing and validating the
+ * same text once more: the event monitor reads, under the agent's lock, the slot it wrote itself a moment before
+ * (figure 5). Any other text (another process's write, a torn or damaged slot) is decoded and checked in full. The
+ * records are shared by every reader, as the listings' StatCache shares its values: none changes one.
+ */
+const lastLines = new Map<string, Encoded>();
+/** Slots remembered at most (an agent has one); the memory starts over when full. */
+const LAST_LINES_MAX = 4_096;
+
+function rememberLine(file: string, encoded: Encoded): void {
+  if (lastLines.size >= LAST_LINES_MAX && !lastLines.has(file)) lastLines.clear();
+  lastLines.set(file, encoded);
 }
 
 type Decoded = { ok: true; record: HeartbeatRecord } | { ok: false; problem: string };
@@ -57,11 +87,16 @@ export type SlotRead =
 /** Most records (no or little metadata) fit here; reading the whole 16 KiB slot for each of 1000 agents adds up. */
 const HEAD_BYTES = 2048;
 
-function decodeUpToLastBrace(bytes: Buffer, length: number): Decoded {
+function decodeUpToLastBrace(file: string, bytes: Buffer, length: number): Decoded {
   // Decode only up to the record's closing brace: turning the padding into a string and trimming it costs more than
   // the rest of the read.
   const end = bytes.subarray(0, length).lastIndexOf(0x7d);
-  return decodeSlot(bytes.toString("utf8", 0, end < 0 ? length : end + 1));
+  const text = bytes.toString("utf8", 0, end < 0 ? length : end + 1);
+  const last = lastLines.get(file);
+  if (last?.line === text) return { ok: true, record: last.record };
+  const decoded = decodeSlot(text);
+  if (decoded.ok) rememberLine(file, { line: text, record: decoded.record });
+  return decoded;
 }
 
 /**
@@ -73,12 +108,12 @@ async function readRecord(file: string, options: ReadOptions): Promise<{ decoded
   const head = options.blocking
     ? readBytesNow(file, HEAD_BYTES)
     : Buffer.from(await Bun.file(file).slice(0, HEAD_BYTES).arrayBuffer());
-  const fromHead = decodeUpToLastBrace(head, head.length);
+  const fromHead = decodeUpToLastBrace(file, head, head.length);
   if (fromHead.ok || head.length < HEAD_BYTES) return { decoded: fromHead, bytes: head };
   const whole = options.blocking
     ? readBytesNow(file, SLOT_SIZE)
     : Buffer.from(await Bun.file(file).arrayBuffer());
-  return { decoded: decodeUpToLastBrace(whole, whole.length), bytes: whole };
+  return { decoded: decodeUpToLastBrace(file, whole, whole.length), bytes: whole };
 }
 
 /** Up to `length` bytes from the start of `file`, with blocking calls (see ReadOptions). */
@@ -142,7 +177,8 @@ function createSlot(file: string, slot: Buffer): void {
  * KiB into the page cache, tens of microseconds) so that lock is held through no turn of the event loop.
  */
 export function writeSlot(file: string, record: HeartbeatRecord): void {
-  const slot = encodeSlot(record);
+  const encoded = encodeRecord(record);
+  const slot = slotBytes(encoded.line);
   try {
     // Opened without truncating: a reader never sees the slot shorter than whole.
     writeFileSync(file, slot, { flag: "r+" });
@@ -150,4 +186,5 @@ export function writeSlot(file: string, record: HeartbeatRecord): void {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
     createSlot(file, slot);
   }
+  rememberLine(file, encoded);
 }

@@ -106,11 +106,33 @@ export interface ReadOptions {
   blocking?: boolean;
 }
 
+/**
+ * The text each file had when last read whole and valid, and the value it parsed to: the same text read again is not
+ * parsed and validated again (an agent's file under its lock, read by every heartbeat of the agent while it rarely
+ * changes). Values are shared with later readers: none may change one.
+ */
+export class ParsedTexts<T> {
+  private readonly entries = new Map<string, { text: string; value: T }>();
+  constructor(private readonly max = 4_096) {}
+
+  get(file: string, text: string): T | undefined {
+    const known = this.entries.get(file);
+    return known?.text === text ? known.value : undefined;
+  }
+
+  set(file: string, text: string, value: T): void {
+    if (this.entries.size >= this.max && !this.entries.has(file)) this.entries.clear();
+    this.entries.set(file, { text, value });
+  }
+}
+
 /** Read and validate a JSON state file. A damaged file is quarantined and reported, not thrown. */
 export async function readJson<S extends z.ZodType>(
   file: string,
   schema: S,
   options: ReadOptions = {},
+  /** Texts read before (see ParsedTexts). */
+  parsedTexts?: ParsedTexts<z.infer<S>>,
 ): Promise<ReadResult<z.infer<S>>> {
   for (let attempt = 0; ; attempt++) {
     let text: string;
@@ -120,8 +142,13 @@ export async function readJson<S extends z.ZodType>(
       if (isNotFound(error)) return { kind: "missing" };
       throw error;
     }
+    const known = parsedTexts?.get(file, text);
+    if (known !== undefined) return { kind: "ok", value: known };
     const parsed = parseJson(text, schema);
-    if (parsed.ok) return { kind: "ok", value: parsed.value };
+    if (parsed.ok) {
+      parsedTexts?.set(file, text, parsed.value);
+      return { kind: "ok", value: parsed.value };
+    }
     const outcome = await quarantine(file, text);
     if (outcome.kind === "changed" && attempt < REREADS_AFTER_CHANGE) continue;
     const movedTo = outcome.kind === "moved" ? outcome.to : undefined;

@@ -76,8 +76,8 @@ export class SessionFamily {
    */
   async asAgents(
     signal: Signal,
-    owned: (sessionId: string) => Promise<SessionOwner[]>,
-  ): Promise<{ owners: SessionOwner[]; signal: Signal } | undefined> {
+    owned: (sessionId: string) => Promise<readonly SessionOwner[]>,
+  ): Promise<{ owners: readonly SessionOwner[]; signal: Signal } | undefined> {
     // A request or its reply must reach the leader even while the server answers badly; activity can wait.
     const mustAsk = signal.kind === "waiting" || signal.kind === "answered";
     let id = signal.sessionId;

@@ -88,7 +88,9 @@ export class EventMonitor {
     if (signal && usage) {
       this.enqueue(async () => {
         await this.process(signal);
-        await this.usage.apply(usage);
+        // Most usage events are counted without anything to await (see UsageCounter.apply).
+        const counting = this.usage.apply(usage);
+        if (counting) await counting;
       });
     } else if (signal) this.enqueue(() => this.process(signal));
     else if (usage) this.enqueue(() => this.usage.apply(usage));
@@ -99,7 +101,8 @@ export class EventMonitor {
     while (this.pending > 0) await this.chain;
   }
 
-  private enqueue(task: () => Promise<void>): void {
+  /** Run `task` after every task queued before it; a task that returns no promise was done when it returned. */
+  private enqueue(task: () => Promise<void> | undefined): void {
     this.pending++;
     this.chain = this.chain
       .then(task)
@@ -156,7 +159,8 @@ export class EventMonitor {
   }
 
   private async process(signal: Signal): Promise<void> {
-    const owners = await this.index.lookup(signal.sessionId);
+    // Known sessions are most events: no await for them.
+    const owners = this.index.known(signal.sessionId) ?? (await this.index.lookup(signal.sessionId));
     if (owners.length === 0) return this.processChild(signal);
     this.stats.agentEvents++;
     if (signal.kind === "busy" || (signal.kind === "activity" && signal.running)) {

@@ -134,7 +134,8 @@ export interface SessionOwner {
  * every team keeps its own record of it, the live one when resume handed the session on.
  */
 export class SessionIndex {
-  private bySession = new Map<string, Map<string, AgentState>>();
+  /** Each session's owners, one per team, as the monitor asks for them at every event (one array, made at a rebuild). */
+  private bySession = new Map<string, readonly SessionOwner[]>();
   private builtAt = Number.NEGATIVE_INFINITY;
 
   constructor(
@@ -147,42 +148,44 @@ export class SessionIndex {
   }
 
   async rebuild(): Promise<void> {
-    const next = new Map<string, Map<string, AgentState>>();
+    const records = new Map<string, Map<string, AgentState>>();
     for (const teamName of await this.ctx.store.listTeamNames()) {
       const { items } = await this.ctx.store.listAgentViews(teamName);
       for (const { state } of items) {
-        let byTeam = next.get(state.sessionId);
+        let byTeam = records.get(state.sessionId);
         if (!byTeam) {
           byTeam = new Map();
-          next.set(state.sessionId, byTeam);
+          records.set(state.sessionId, byTeam);
         }
         const existing = byTeam.get(teamName);
         byTeam.set(teamName, existing ? preferLive(existing, state) : state);
       }
     }
+    const next = new Map<string, readonly SessionOwner[]>();
+    for (const [sessionId, byTeam] of records) {
+      const owners = [...byTeam.values()].map(({ teamName, agentId, role }) => ({ teamName, agentId, role }));
+      next.set(sessionId, Object.freeze(owners));
+    }
     this.bySession = next;
     this.builtAt = this.ctx.clock.now();
   }
 
+  /** The records of a session as last built, or undefined when the index has none (see `lookup`). */
+  known(sessionId: string): readonly SessionOwner[] | undefined {
+    return this.bySession.get(sessionId);
+  }
+
   /** The records of a session, one per team; a miss rebuilds (at most once per `minRebuildMs`) since another process may have spawned it. */
-  async lookup(sessionId: string): Promise<SessionOwner[]> {
-    return this.bySession.has(sessionId) ? this.entries(sessionId) : this.relookup(sessionId);
+  async lookup(sessionId: string): Promise<readonly SessionOwner[]> {
+    return this.bySession.get(sessionId) ?? this.relookup(sessionId);
   }
 
   /**
    * Look again after a rebuild (at most once per `minRebuildMs`, or now with `force`: the caller knows the cached entry
    * names a record that ended and was resumed).
    */
-  async relookup(sessionId: string, force = false): Promise<SessionOwner[]> {
+  async relookup(sessionId: string, force = false): Promise<readonly SessionOwner[]> {
     if (force || this.ctx.clock.now() - this.builtAt >= this.minRebuildMs) await this.rebuild();
-    return this.entries(sessionId);
-  }
-
-  private entries(sessionId: string): SessionOwner[] {
-    return [...(this.bySession.get(sessionId)?.values() ?? [])].map(({ teamName, agentId, role }) => ({
-      teamName,
-      agentId,
-      role,
-    }));
+    return this.bySession.get(sessionId) ?? [];
   }
 }

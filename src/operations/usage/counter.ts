@@ -8,7 +8,8 @@ import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import type { SessionIndex, SessionOwner } from "../team/identity.ts";
 import { BUDGET_WARN_AT, checkBudgets } from "./budget.ts";
-import { budgetFraction, runShare, sameSums, sumMessages, type UsageSums } from "./totals.ts";
+import { SessionCount } from "./session-count.ts";
+import { budgetFraction, runShare, sameSums, type UsageSums } from "./totals.ts";
 
 /** `a` counts less than `b` in some respect: fewer turns, tokens or dollars. */
 function behind(a: UsageTotals, b: UsageTotals): boolean {
@@ -70,8 +71,8 @@ interface LastWrite {
  */
 export class UsageCounter {
   readonly stats: UsageStats = { events: 0, writes: 0, coalesced: 0, carried: 0, recounts: 0 };
-  /** Sessions counted from the server in this process, each message at its latest value. */
-  private readonly sessions = new Map<string, Map<string, MessageUsage>>();
+  /** Sessions counted from the server in this process, each message at its latest value, with their sums. */
+  private readonly sessions = new Map<string, SessionCount>();
   private readonly failedAt = new Map<string, number>();
   private readonly lastWrites = new Map<string, LastWrite>();
   /** Sessions whose trailing write is scheduled. */
@@ -90,18 +91,20 @@ export class UsageCounter {
    * agent without a budget whose team is known to have none: budgets are checked where the counter writes.
    */
   carry(teamName: string, agent: AgentState, record: HeartbeatRecord, now: number): HeartbeatRecord {
-    const messages = this.sessions.get(agent.sessionId);
-    if (!messages || agent.resumedBy || agent.budget) return record;
+    const session = this.sessions.get(agent.sessionId);
+    if (!session || agent.resumedBy || agent.budget) return record;
     // Known to have no budget, and lately: once that is old the counter's own write looks again (see `budgeted`).
     if (this.knownTeam(teamName, now)?.budgeted !== false) return record;
-    const run = runShare(sumMessages(messages.values()), agent.usageBase);
+    const run = runShare(session.sums(), agent.usageBase);
     const counted = record.usage;
-    if (counted && (behind(run.totals, counted.totals) || sameSums(counted, run))) return record;
+    if (counted && behind(run.totals, counted.totals)) return record;
+    // Written now either way: the record goes out with this count, new or as it was.
     this.lastWrites.set(`${teamName}/${agent.sessionId}`, {
       at: now,
       budget: undefined,
       base: agent.usageBase,
     });
+    if (counted && sameSums(counted, run)) return record;
     this.stats.carried++;
     return { ...record, usage: { ...run, countedAt: new Date(now).toISOString() } };
   }
@@ -112,25 +115,57 @@ export class UsageCounter {
     this.failedAt.clear();
   }
 
-  async apply(event: UsageEvent): Promise<void> {
+  /**
+   * Count one event. Most events of a busy stream need nothing awaited (their session, its records and their teams
+   * known, the change inside a window): those are done when this returns undefined, without a turn of the event loop;
+   * otherwise the promise of the rest is returned.
+   */
+  apply(event: UsageEvent): Promise<void> | undefined {
     const sessionId = event.kind === "message" ? event.usage.sessionId : event.sessionId;
-    const owners = await this.index.lookup(sessionId);
+    const owners = this.index.known(sessionId);
+    return owners ? this.applyFor(event, sessionId, owners) : this.applyLookedUp(event, sessionId);
+  }
+
+  private async applyLookedUp(event: UsageEvent, sessionId: string): Promise<void> {
+    await this.applyFor(event, sessionId, await this.index.lookup(sessionId));
+  }
+
+  private applyFor(
+    event: UsageEvent,
+    sessionId: string,
+    owners: readonly SessionOwner[],
+  ): Promise<void> | undefined {
     // Sessions the plugin does not know (the user's other sessions, another project's) are none of its business.
-    if (owners.length === 0) return;
+    if (owners.length === 0) return undefined;
     this.stats.events++;
+    const now = this.ctx.clock.now();
+    const session = this.sessions.get(sessionId);
+    if (!session || owners.some((owner) => !this.knownTeam(owner.teamName, now)))
+      return this.applyAfterReads(event, sessionId, owners, now);
+    this.change(session, event);
+    return this.record(sessionId, owners, session);
+  }
+
+  /** `apply` for a session not counted yet in this process, or an owner's team not read lately. */
+  private async applyAfterReads(
+    event: UsageEvent,
+    sessionId: string,
+    owners: readonly SessionOwner[],
+    now: number,
+  ): Promise<void> {
     // Kept fresh while usage flows, so the monitor's heartbeat writes may carry counts (see `carry`); a team read
     // lately is not waited for.
-    const now = this.ctx.clock.now();
     for (const owner of owners)
       if (!this.knownTeam(owner.teamName, now)) await this.teamBudgeted(owner.teamName);
-    let messages = this.sessions.get(sessionId);
-    if (!messages) {
-      messages = await this.countFromServer(sessionId, owners);
-      if (!messages) return;
-    }
-    if (event.kind === "removed") messages.delete(event.messageId);
-    else messages.set(event.usage.messageId, event.usage);
-    await this.record(sessionId, owners, messages);
+    const session = this.sessions.get(sessionId) ?? (await this.countFromServer(sessionId, owners));
+    if (!session) return;
+    this.change(session, event);
+    await this.record(sessionId, owners, session);
+  }
+
+  private change(session: SessionCount, event: UsageEvent): void {
+    if (event.kind === "removed") session.delete(event.messageId);
+    else session.set(event.usage);
   }
 
   /** Count these agents' sessions from the server now (after a reconnect), whatever events come later. */
@@ -138,8 +173,8 @@ export class UsageCounter {
     for (const agent of agents) {
       const owners = await this.index.lookup(agent.sessionId);
       if (owners.length === 0) continue;
-      const messages = await this.countFromServer(agent.sessionId, owners, server);
-      if (messages) await this.record(agent.sessionId, owners, messages, true);
+      const session = await this.countFromServer(agent.sessionId, owners, server);
+      if (session) await this.record(agent.sessionId, owners, session, true);
     }
   }
 
@@ -148,19 +183,18 @@ export class UsageCounter {
     sessionId: string,
     owners: readonly SessionOwner[],
     server?: OpencodeApi,
-  ): Promise<Map<string, MessageUsage> | undefined> {
+  ): Promise<SessionCount | undefined> {
     const now = this.ctx.clock.now();
     if (!server && now - (this.failedAt.get(sessionId) ?? Number.NEGATIVE_INFINITY) < RECOUNT_RETRY_MS)
       return undefined;
     const leader = owners.some((owner) => owner.role === "leader");
     for (const candidate of server ? [server] : await this.serversFor(leader)) {
       try {
-        const listed = await candidate.messageUsage(sessionId);
-        const messages = new Map(listed.map((message) => [message.messageId, message]));
-        this.sessions.set(sessionId, messages);
+        const session = new SessionCount(await candidate.messageUsage(sessionId));
+        this.sessions.set(sessionId, session);
         this.failedAt.delete(sessionId);
         this.stats.recounts++;
-        return messages;
+        return session;
       } catch (error) {
         this.ctx.log("debug", "could not count a session's usage from the server", {
           sessionId,
@@ -184,31 +218,43 @@ export class UsageCounter {
     );
   }
 
-  /** Each owner's record gets the session's sums less what the session had spent before its run began. */
-  private async record(
+  /**
+   * Each owner's record gets the session's sums less what the session had spent before its run began. A change inside
+   * the window of an owner's last write waits for the trailing write; undefined when no owner is written now.
+   */
+  private record(
     sessionId: string,
     owners: readonly SessionOwner[],
-    messages: Map<string, MessageUsage>,
+    session: SessionCount,
     force = false,
-  ): Promise<void> {
-    // Summed only when needed: most events of a busy stream fall inside a window and are not summed at all.
-    let summed: UsageSums | undefined;
-    const sums = () => {
-      summed ??= sumMessages(messages.values());
-      return summed;
-    };
+  ): Promise<void> | undefined {
     const now = this.ctx.clock.now();
+    const due: SessionOwner[] = [];
     for (const owner of owners) {
-      const key = `${owner.teamName}/${sessionId}`;
-      const last = this.lastWrites.get(key);
-      if (!force && last && !this.due(last, sums, now)) {
+      const last = this.lastWrites.get(`${owner.teamName}/${sessionId}`);
+      if (!force && last && !this.due(last, session, now)) {
         this.stats.coalesced++;
         this.writeLater(sessionId, last.at + this.ctx.options.eventCoalesceMs - now);
-        continue;
-      }
-      const outcome = await this.write(owner.teamName, owner.agentId, sessionId, sums(), force);
+      } else due.push(owner);
+    }
+    return due.length > 0 ? this.writeNow(sessionId, due, session, force, now) : undefined;
+  }
+
+  private async writeNow(
+    sessionId: string,
+    owners: readonly SessionOwner[],
+    session: SessionCount,
+    force: boolean,
+    now: number,
+  ): Promise<void> {
+    for (const owner of owners) {
+      const outcome = await this.write(owner.teamName, owner.agentId, sessionId, session.sums(), force);
       if (!outcome) continue;
-      this.lastWrites.set(key, { at: now, budget: outcome.state.budget, base: outcome.state.usageBase });
+      this.lastWrites.set(`${owner.teamName}/${sessionId}`, {
+        at: now,
+        budget: outcome.state.budget,
+        base: outcome.state.usageBase,
+      });
       if (!outcome.changed) continue;
       this.stats.writes++;
       if (await this.budgeted(outcome.state)) await checkBudgets(this.ctx, outcome.state);
@@ -242,24 +288,48 @@ export class UsageCounter {
   }
 
   /** A change is written now when the last write is old enough, or when the agent is near its budget. */
-  private due(last: LastWrite, sums: () => UsageSums, now: number): boolean {
+  private due(last: LastWrite, session: SessionCount, now: number): boolean {
     if (now - last.at >= this.ctx.options.eventCoalesceMs) return true;
     if (!last.budget) return false;
-    return budgetFraction(runShare(sums(), last.base).totals, last.budget) >= BUDGET_WARN_AT;
+    return budgetFraction(runShare(session.sums(), last.base).totals, last.budget) >= BUDGET_WARN_AT;
   }
 
   /** The session's last change, written when the window of its last write ends (in the monitor's queue). */
   private writeLater(sessionId: string, waitMs: number): void {
     if (this.trailing.has(sessionId)) return;
     this.trailing.add(sessionId);
-    void this.ctx.clock.sleep(Math.max(0, waitMs), undefined, { background: true }).then(() =>
+    this.trailingWrite(sessionId, waitMs);
+  }
+
+  private trailingWrite(sessionId: string, waitMs: number): void {
+    void this.ctx.clock.sleep(Math.max(0, waitMs), undefined, { background: true }).then(() => {
+      // A write since (most often a heartbeat that carried the count) opened a new window: the change waits for its
+      // end, and no turn of the queue is needed to know it. Writes only ever open later windows, so a session not due
+      // now is not due sooner whatever the queue holds.
+      const left = this.notDueFor(sessionId);
+      if (left !== undefined) return this.trailingWrite(sessionId, left);
       this.enqueue(async () => {
         this.trailing.delete(sessionId);
-        const messages = this.sessions.get(sessionId);
+        const session = this.sessions.get(sessionId);
         // Due by now unless a write came meanwhile: then the change waits for that write's window.
-        if (messages) await this.record(sessionId, await this.index.lookup(sessionId), messages);
-      }),
-    );
+        if (session) await this.record(sessionId, await this.index.lookup(sessionId), session);
+      });
+    });
+  }
+
+  /** How long until the window of every record of the session has ended; undefined when one has (or is in doubt). */
+  private notDueFor(sessionId: string): number | undefined {
+    const owners = this.index.known(sessionId);
+    if (!owners || owners.length === 0) return undefined;
+    const now = this.ctx.clock.now();
+    let left = Number.POSITIVE_INFINITY;
+    for (const owner of owners) {
+      const last = this.lastWrites.get(`${owner.teamName}/${sessionId}`);
+      // Near a budget, any change is due: the queue decides.
+      if (!last || last.budget) return undefined;
+      left = Math.min(left, last.at + this.ctx.options.eventCoalesceMs - now);
+    }
+    return left > 0 ? left : undefined;
   }
 
   /**

@@ -68,6 +68,21 @@ export function sumMessages(messages: Iterable<MessageUsage>): UsageSums {
   return { totals, byModel };
 }
 
+/**
+ * `sums` with one more message counted, in a new object: the same additions, in the same order, as sumMessages makes
+ * for that message after the others (a session's sums kept as its messages come, see session-count.ts).
+ */
+export function withMessage(sums: UsageSums, message: MessageUsage): UsageSums {
+  const one = totalsOfMessage(message);
+  return {
+    totals: addTotals(sums.totals, one),
+    byModel: {
+      ...sums.byModel,
+      [message.model]: addTotals(sums.byModel[message.model] ?? zeroTotals(), one),
+    },
+  };
+}
+
 export function addSums(a: UsageSums, b: UsageSums): UsageSums {
   const byModel: Record<string, UsageTotals> = { ...a.byModel };
   for (const [model, totals] of Object.entries(b.byModel))
@@ -86,8 +101,32 @@ export function runShare(session: UsageSums, base: UsageSums | undefined): Usage
   return { totals: subtractTotals(session.totals, base.totals), byModel };
 }
 
+function sameTotals(a: UsageTotals, b: UsageTotals): boolean {
+  return (
+    a.input === b.input &&
+    a.output === b.output &&
+    a.reasoning === b.reasoning &&
+    a.cacheRead === b.cacheRead &&
+    a.cacheWrite === b.cacheWrite &&
+    a.total === b.total &&
+    a.costUsd === b.costUsd &&
+    a.turns === b.turns
+  );
+}
+
+/**
+ * Whether two counts say the same: totals and per-model totals alike (a counted usage's `countedAt` aside, which says
+ * when, not what).
+ */
 export function sameSums(a: UsageSums | undefined, b: UsageSums): boolean {
-  return a !== undefined && JSON.stringify(a) === JSON.stringify(b);
+  if (a === undefined || !sameTotals(a.totals, b.totals)) return false;
+  const models = Object.keys(a.byModel);
+  if (models.length !== Object.keys(b.byModel).length) return false;
+  return models.every(
+    (model) =>
+      Object.hasOwn(b.byModel, model) &&
+      sameTotals(a.byModel[model] as UsageTotals, b.byModel[model] as UsageTotals),
+  );
 }
 
 /** The larger of the two fractions of a budget that `totals` has used (0 with no budget). */
