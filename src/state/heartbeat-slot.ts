@@ -1,10 +1,12 @@
 import { closeSync, linkSync, openSync, readSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { z } from "zod";
 import { removeNow } from "./lock-instance.ts";
 import { makePrivateDirNow } from "./modes.ts";
 import { type HeartbeatRecord, HeartbeatRecordSchema } from "./schemas.ts";
 import { corruptWarning, quarantine, type ReadOptions, writeTempNow } from "./store.ts";
+import { agentUsage, SlotUsageSchema, slotUsage } from "./usage-schema.ts";
 
 /**
  * Heartbeats are the hottest write we have. Replacing a file by rename costs ~1.5 ms on ext4 (it forces a data
@@ -19,6 +21,15 @@ function checksum(body: string): string {
   return Bun.SHA1.hash(body, "hex");
 }
 
+/** A HeartbeatRecord as the slot holds it: its usage in the slot's form (see SlotUsageSchema). */
+const SlotRecordSchema = HeartbeatRecordSchema.extend({ usage: SlotUsageSchema.optional() });
+type SlotRecord = z.infer<typeof SlotRecordSchema>;
+
+function heartbeatRecord(slot: SlotRecord): HeartbeatRecord {
+  const { usage, ...rest } = slot;
+  return usage ? { ...rest, usage: agentUsage(usage) } : rest;
+}
+
 /** A record checked against the schema and the line that holds it in a slot (checksum, space, JSON body). */
 interface Encoded {
   line: string;
@@ -26,9 +37,11 @@ interface Encoded {
 }
 
 function encodeRecord(record: HeartbeatRecord): Encoded {
-  const checked = HeartbeatRecordSchema.parse(record);
+  const checked = SlotRecordSchema.parse(
+    record.usage ? { ...record, usage: slotUsage(record.usage) } : record,
+  );
   const body = JSON.stringify(checked);
-  return { line: `${checksum(body)} ${body}`, record: checked };
+  return { line: `${checksum(body)} ${body}`, record: heartbeatRecord(checked) };
 }
 
 function slotBytes(line: string): Buffer {
@@ -75,8 +88,10 @@ export function decodeSlot(text: string): Decoded {
   } catch {
     return { ok: false, problem: "invalid JSON" };
   }
-  const parsed = HeartbeatRecordSchema.safeParse(json);
-  return parsed.success ? { ok: true, record: parsed.data } : { ok: false, problem: "schema mismatch" };
+  const parsed = SlotRecordSchema.safeParse(json);
+  return parsed.success
+    ? { ok: true, record: heartbeatRecord(parsed.data) }
+    : { ok: false, problem: "schema mismatch" };
 }
 
 export type SlotRead =

@@ -29,6 +29,51 @@ export const AgentUsageSchema = z.object({
 });
 export type AgentUsage = z.infer<typeof AgentUsageSchema>;
 
+export function sameTotals(a: UsageTotals, b: UsageTotals): boolean {
+  return (
+    a.input === b.input &&
+    a.output === b.output &&
+    a.reasoning === b.reasoning &&
+    a.cacheRead === b.cacheRead &&
+    a.cacheWrite === b.cacheWrite &&
+    a.total === b.total &&
+    a.costUsd === b.costUsd &&
+    a.turns === b.turns
+  );
+}
+
+/**
+ * An agent's usage as its heartbeat slot holds it: as AgentUsage, except that a count from one model only (an agent
+ * runs on one model, mostly) names that model in `model` instead of repeating its totals under `byModel`, which is a
+ * third of the slot's record and of what every write and read of it checks. Slots with `byModel` read as before.
+ */
+export const SlotUsageSchema = z
+  .object({
+    totals: UsageTotalsSchema,
+    byModel: z.record(z.string(), UsageTotalsSchema).optional(),
+    model: z.string().optional(),
+    countedAt: z.string().datetime({ offset: true }),
+  })
+  .refine((usage) => (usage.byModel === undefined) !== (usage.model === undefined), {
+    message: "a slot's usage names its models in byModel or in model, one of the two",
+  });
+export type SlotUsage = z.infer<typeof SlotUsageSchema>;
+
+/** `usage` as a slot holds it (see SlotUsageSchema). */
+export function slotUsage(usage: AgentUsage): SlotUsage {
+  const models = Object.keys(usage.byModel);
+  const only = models.length === 1 ? models[0] : undefined;
+  const totals = only === undefined ? undefined : usage.byModel[only];
+  if (only === undefined || !totals || !sameTotals(totals, usage.totals)) return usage;
+  return { totals: usage.totals, model: only, countedAt: usage.countedAt };
+}
+
+/** A slot's usage as the agent's (see SlotUsageSchema): one model's totals are its `totals`. */
+export function agentUsage(usage: SlotUsage): AgentUsage {
+  const { totals, byModel, model, countedAt } = usage;
+  return { totals, byModel: byModel ?? (model === undefined ? {} : { [model]: totals }), countedAt };
+}
+
 /** Largest budget accepted: anything above is a typo (or a way to say "no budget", which is to give none). */
 export const BUDGET_USD_MAX = 100_000;
 export const BUDGET_TOKENS_MAX = 10_000_000_000;

@@ -159,4 +159,64 @@ describe("heartbeat slot", () => {
   test("oversized records are refused", () => {
     expect(() => encodeSlot({ ...record, metadata: { blob: "x".repeat(SLOT_SIZE) } })).toThrow(RangeError);
   });
+
+  describe("usage", () => {
+    const totals = (input: number, costUsd: number) => ({
+      input,
+      output: 5,
+      reasoning: 0,
+      cacheRead: 0,
+      cacheWrite: 0,
+      total: input + 5,
+      costUsd,
+      turns: 2,
+    });
+    const countedAt = "2026-01-01T00:00:01.000Z";
+    const oneModel = { totals: totals(10, 0.02), byModel: { "mock/a": totals(10, 0.02) }, countedAt };
+    const twoModels = {
+      totals: totals(30, 0.06),
+      byModel: { "mock/a": totals(10, 0.02), "mock/b": totals(20, 0.04) },
+      countedAt,
+    };
+    const body = (slot: Buffer) => JSON.parse(slot.toString().trim().split(" ").slice(1).join(" "));
+
+    test("one model's count is written once (its model named) and reads back whole", async () => {
+      const file = path.join(await tempDir(), "agent.hb");
+      expect(body(encodeSlot({ ...record, usage: oneModel })).usage).toEqual({
+        totals: oneModel.totals,
+        model: "mock/a",
+        countedAt,
+      });
+      writeSlot(file, { ...record, usage: oneModel });
+      // Read by another process: the bytes, not what this one remembers of its own write.
+      const line = (await readFile(file)).toString();
+      expect(decodeSlot(line)).toEqual({ ok: true, record: { ...record, usage: oneModel } });
+      expect(await readSlot(file, { blocking: true })).toEqual({
+        kind: "ok",
+        record: { ...record, usage: oneModel },
+      });
+    });
+
+    test("several models keep byModel; a slot written with byModel for one model reads as before", async () => {
+      expect(body(encodeSlot({ ...record, usage: twoModels })).usage).toEqual(twoModels);
+      expect(decodeSlot(encodeSlot({ ...record, usage: twoModels }).toString())).toEqual({
+        ok: true,
+        record: { ...record, usage: twoModels },
+      });
+      const json = JSON.stringify({ ...record, usage: oneModel });
+      const earlier = `${createHash("sha1").update(json).digest("hex")} ${json}`;
+      expect(decodeSlot(earlier)).toEqual({ ok: true, record: { ...record, usage: oneModel } });
+    });
+
+    test("a usage naming its models both ways, or neither, is damage", () => {
+      for (const usage of [
+        { ...oneModel, model: "mock/a" },
+        { totals: oneModel.totals, countedAt },
+      ]) {
+        const json = JSON.stringify({ ...record, usage });
+        const line = `${createHash("sha1").update(json).digest("hex")} ${json}`;
+        expect(decodeSlot(line)).toEqual({ ok: false, problem: "schema mismatch" });
+      }
+    });
+  });
 });

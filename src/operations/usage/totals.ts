@@ -1,5 +1,5 @@
 import type { MessageUsage } from "../../edges/opencode-api.ts";
-import type { AgentUsage, Budget, UsageTotals } from "../../state/usage-schema.ts";
+import { type AgentUsage, type Budget, sameTotals, type UsageTotals } from "../../state/usage-schema.ts";
 
 // Sums of usage, and how they read: the arithmetic every other usage module shares.
 
@@ -99,19 +99,6 @@ export function runShare(session: UsageSums, base: UsageSums | undefined): Usage
     if (left.turns > 0 || left.total > 0) byModel[model] = left;
   }
   return { totals: subtractTotals(session.totals, base.totals), byModel };
-}
-
-function sameTotals(a: UsageTotals, b: UsageTotals): boolean {
-  return (
-    a.input === b.input &&
-    a.output === b.output &&
-    a.reasoning === b.reasoning &&
-    a.cacheRead === b.cacheRead &&
-    a.cacheWrite === b.cacheWrite &&
-    a.total === b.total &&
-    a.costUsd === b.costUsd &&
-    a.turns === b.turns
-  );
 }
 
 /**
