@@ -82,8 +82,8 @@ export class UsageCounter {
   constructor(
     private readonly ctx: TeamsContext,
     private readonly index: SessionIndex,
-    /** Runs a task in the monitor's queue, in order with the events. */
-    private readonly enqueue: (task: () => Promise<void>) => void,
+    /** Runs a task in the monitor's queue, in order with the events (one that returns no promise is done). */
+    private readonly enqueue: (task: () => Promise<void> | undefined) => void,
   ) {}
   /**
    * The monitor's heartbeat write of an agent takes the agent's latest count along (`record` is what it is about to
@@ -308,11 +308,14 @@ export class UsageCounter {
       // now is not due sooner whatever the queue holds.
       const left = this.notDueFor(sessionId);
       if (left !== undefined) return this.trailingWrite(sessionId, left);
-      this.enqueue(async () => {
+      this.enqueue(() => {
         this.trailing.delete(sessionId);
         const session = this.sessions.get(sessionId);
+        if (!session) return undefined;
         // Due by now unless a write came meanwhile: then the change waits for that write's window.
-        if (session) await this.record(sessionId, await this.index.lookup(sessionId), session);
+        const owners = this.index.known(sessionId);
+        if (owners) return this.record(sessionId, owners, session);
+        return this.index.lookup(sessionId).then((found) => this.record(sessionId, found, session));
       });
     });
   }
