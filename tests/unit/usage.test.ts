@@ -141,6 +141,45 @@ describe("usage counting", () => {
     expect(monitor.usage.stats.writes).toBe(1);
   });
 
+  test("a change after a carried heartbeat waits for the end of that heartbeat's window, then is written", async () => {
+    await ctx.cleanup();
+    ({ ctx, ...lead } = await ledTeamContext({ eventCoalesceMs: 5_000 }));
+    monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
+    const agent = await addAgent(ctx, "alpha");
+    ctx.server.addSession({ id: agent.sessionId });
+    const part = (n: number) => ({
+      type: "message.part.updated",
+      properties: { part: { id: `prt_${n}`, sessionID: agent.sessionId, type: "text", text: "…" } },
+    });
+    const drain = async () => {
+      for (let i = 0; i < 5; i++) {
+        await Bun.sleep(5);
+        await monitor.settled();
+      }
+    };
+    await feed(updated(usage(agent.sessionId, "m1", 10, 5, 0.02)));
+    ctx.clock.advance(1_000);
+    // Inside the first window: its trailing write is due at 5 s.
+    await feed(updated(usage(agent.sessionId, "m2", 10, 5, 0.02)));
+    ctx.clock.advance(4_500);
+    // A heartbeat at 5.5 s carries m2 and opens a new window; m3 comes inside it.
+    await feed(part(1), updated(usage(agent.sessionId, "m3", 10, 5, 0.02)));
+    await drain();
+    expect({ writes: monitor.usage.stats.writes, carried: monitor.usage.stats.carried }).toEqual({
+      writes: 1,
+      carried: 1,
+    });
+    expect((await counted(agent))?.totals).toMatchObject({ total: 30, turns: 2 });
+    ctx.clock.advance(4_000);
+    await drain();
+    // 9.5 s: the trailing write woke at 5 s in the new window and waits for its end (10.5 s).
+    expect(monitor.usage.stats.writes).toBe(1);
+    ctx.clock.advance(1_000);
+    await drain();
+    expect(monitor.usage.stats.writes).toBe(2);
+    expect((await counted(agent))?.totals).toMatchObject({ total: 45, turns: 3 });
+  });
+
   test("a session the plugin does not know is ignored: no write, no usage read from the server", async () => {
     ctx.server.calls.length = 0;
     await feed(updated(usage("ses_stranger", "msg_x", 1000, 1000, 5)));

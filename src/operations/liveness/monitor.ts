@@ -86,11 +86,11 @@ export class EventMonitor {
     const usage = usageEvent(event);
     // One task for both: a message update is most of a busy stream, and each queued task costs a turn of the queue.
     if (signal && usage) {
-      this.enqueue(async () => {
-        await this.process(signal);
-        // Most usage events are counted without anything to await (see UsageCounter.apply).
-        const counting = this.usage.apply(usage);
-        if (counting) await counting;
+      // Most events of a busy stream are done without anything to await: a coalesced heartbeat (see `process`), a
+      // count inside its window (UsageCounter.apply).
+      this.enqueue(() => {
+        const processing = this.process(signal);
+        return processing ? processing.then(() => this.usage.apply(usage)) : this.usage.apply(usage);
       });
     } else if (signal) this.enqueue(() => this.process(signal));
     else if (usage) this.enqueue(() => this.usage.apply(usage));
@@ -104,17 +104,37 @@ export class EventMonitor {
   /** Run `task` after every task queued before it; a task that returns no promise was done when it returned. */
   private enqueue(task: () => Promise<void> | undefined): void {
     this.pending++;
-    this.chain = this.chain
-      .then(task)
-      .catch((error: unknown) => {
-        this.stats.failures++;
-        this.ctx.log("warn", "liveness monitor could not apply an event", {
-          error: error instanceof Error ? error.message : String(error),
-        });
-      })
-      .finally(() => {
+    this.chain = this.chain.then(() => this.run(task));
+  }
+
+  /** One task of the queue; a failure is logged, never passed on to the next. */
+  private run(task: () => Promise<void> | undefined): Promise<void> | undefined {
+    let running: Promise<void> | undefined;
+    try {
+      running = task();
+    } catch (error) {
+      this.failed(error);
+    }
+    if (!running) {
+      this.pending--;
+      return undefined;
+    }
+    return running.then(
+      () => {
         this.pending--;
-      });
+      },
+      (error: unknown) => {
+        this.failed(error);
+        this.pending--;
+      },
+    );
+  }
+
+  private failed(error: unknown): void {
+    this.stats.failures++;
+    this.ctx.log("warn", "liveness monitor could not apply an event", {
+      error: error instanceof Error ? error.message : String(error),
+    });
   }
 
   /**
@@ -149,7 +169,7 @@ export class EventMonitor {
     this.index.invalidate();
     this.usage.forget();
     const live = await resyncAgents(this.ctx, server, {
-      process: (signal) => this.process(signal),
+      process: async (signal) => this.process(signal),
       serverActivity: this.serverActivity,
       counted: () => {
         this.stats.resyncs++;
@@ -158,9 +178,20 @@ export class EventMonitor {
     await this.usage.recount(live, server);
   }
 
-  private async process(signal: Signal): Promise<void> {
-    // Known sessions are most events: no await for them.
-    const owners = this.index.known(signal.sessionId) ?? (await this.index.lookup(signal.sessionId));
+  /**
+   * Apply a signal to the records of its session. Undefined when that is done already: the session known to the index
+   * and every record of it only refreshed lately (the signal coalesced), which is most events of a busy stream.
+   */
+  private process(signal: Signal): Promise<void> | undefined {
+    const owners = this.index.known(signal.sessionId);
+    return owners ? this.processOwners(signal, owners) : this.processLookedUp(signal);
+  }
+
+  private async processLookedUp(signal: Signal): Promise<void> {
+    await this.processOwners(signal, await this.index.lookup(signal.sessionId));
+  }
+
+  private processOwners(signal: Signal, owners: readonly SessionOwner[]): Promise<void> | undefined {
     if (owners.length === 0) return this.processChild(signal);
     this.stats.agentEvents++;
     if (signal.kind === "busy" || (signal.kind === "activity" && signal.running)) {
@@ -168,7 +199,36 @@ export class EventMonitor {
     }
     if (signal.kind === "idle") this.serverActivity.set(signal.sessionId, "idle");
     // Every team's record of the session hears it: a worker that leads its own team is alive in both.
+    for (let i = 0; i < owners.length; i++) {
+      const owner = owners[i] as SessionOwner;
+      if (!this.coalesces(this.tracked.get(`${owner.teamName}/${owner.agentId}`), signal))
+        return this.processEach(owners.slice(i), signal);
+      this.stats.coalesced++;
+    }
+    return undefined;
+  }
+
+  private async processEach(owners: readonly SessionOwner[], signal: Signal): Promise<void> {
     for (const owner of owners) await this.processFor(owner, signal);
+  }
+
+  /**
+   * Whether `signal` changes nothing for a running agent but its heartbeat, written less than `eventCoalesceMs` ago:
+   * then it is not written (status transitions, errors, requests and deletions always are).
+   */
+  private coalesces(known: Tracked | undefined, signal: Signal): boolean {
+    if (!known || !isRunning(known.status)) return false;
+    const urgent =
+      signal.kind === "error" ||
+      signal.kind === "deleted" ||
+      signal.kind === "waiting" ||
+      signal.kind === "answered" ||
+      // A subagent's idle may end the request it asked (apply-signal.ts).
+      (signal.kind === "idle" && signal.child !== undefined) ||
+      (signal.kind === "activity" && signal.succeeded === true && known.failing) ||
+      known.misses > 0 ||
+      (desiredStatus(signal, known.status, this.serverActivity) ?? known.status) !== known.status;
+    return !urgent && this.ctx.clock.now() - known.lastWriteAt < this.ctx.options.eventCoalesceMs;
   }
 
   /** A session no agent owns may be a subagent's: its signal is then its agent's (server activity stays its own). */
@@ -193,18 +253,8 @@ export class EventMonitor {
       known = this.tracked.get(key);
       if (known && !isRunning(known.status)) return;
     }
-    const urgent =
-      signal.kind === "error" ||
-      signal.kind === "deleted" ||
-      signal.kind === "waiting" ||
-      signal.kind === "answered" ||
-      // A subagent's idle may end the request it asked (apply-signal.ts).
-      (signal.kind === "idle" && signal.child !== undefined) ||
-      (signal.kind === "activity" && signal.succeeded === true && known?.failing) ||
-      !known ||
-      known.misses > 0 ||
-      (desiredStatus(signal, known.status, this.serverActivity) ?? known.status) !== known.status;
-    if (!urgent && known && this.ctx.clock.now() - known.lastWriteAt < this.ctx.options.eventCoalesceMs) {
+    // Not running here means ended and not resumed (see above): `known` is undefined or a running agent.
+    if (this.coalesces(known, signal)) {
       this.stats.coalesced++;
       return;
     }

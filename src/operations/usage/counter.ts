@@ -3,11 +3,12 @@ import { assistantUsage } from "../../edges/message-usage.ts";
 import type { MessageUsage, OpencodeApi } from "../../edges/opencode-api.ts";
 import { jsonRecord } from "../../json-record.ts";
 import type { AgentState, HeartbeatRecord } from "../../state/schemas.ts";
-import type { Budget, UsageTotals } from "../../state/usage-schema.ts";
+import type { UsageTotals } from "../../state/usage-schema.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import type { SessionIndex, SessionOwner } from "../team/identity.ts";
 import { BUDGET_WARN_AT, checkBudgets } from "./budget.ts";
+import { type LastWrite, LastWrites } from "./last-writes.ts";
 import { SessionCount } from "./session-count.ts";
 import { budgetFraction, runShare, sameSums, type UsageSums } from "./totals.ts";
 
@@ -54,13 +55,6 @@ export interface UsageStats {
   recounts: number;
 }
 
-/** What this process last wrote for a session's record: when, and what decides whether the next change waits. */
-interface LastWrite {
-  at: number;
-  budget: Budget | undefined;
-  base: UsageSums | undefined;
-}
-
 /**
  * Counts each agent's usage from the event stream, message by message at its latest value, so an update seen ten
  * times counts once. A session is first counted from the server's message list (after a process start or a gap in
@@ -74,7 +68,7 @@ export class UsageCounter {
   /** Sessions counted from the server in this process, each message at its latest value, with their sums. */
   private readonly sessions = new Map<string, SessionCount>();
   private readonly failedAt = new Map<string, number>();
-  private readonly lastWrites = new Map<string, LastWrite>();
+  private readonly lastWrites = new LastWrites();
   /** Sessions whose trailing write is scheduled. */
   private readonly trailing = new Set<string>();
   private readonly teamBudgets = new Map<string, { budgeted: boolean; at: number }>();
@@ -82,8 +76,8 @@ export class UsageCounter {
   constructor(
     private readonly ctx: TeamsContext,
     private readonly index: SessionIndex,
-    /** Runs a task in the monitor's queue, in order with the events. */
-    private readonly enqueue: (task: () => Promise<void>) => void,
+    /** Runs a task in the monitor's queue, in order with the events (one that returns no promise is done). */
+    private readonly enqueue: (task: () => Promise<void> | undefined) => void,
   ) {}
   /**
    * The monitor's heartbeat write of an agent takes the agent's latest count along (`record` is what it is about to
@@ -99,11 +93,7 @@ export class UsageCounter {
     const counted = record.usage;
     if (counted && behind(run.totals, counted.totals)) return record;
     // Written now either way: the record goes out with this count, new or as it was.
-    this.lastWrites.set(`${teamName}/${agent.sessionId}`, {
-      at: now,
-      budget: undefined,
-      base: agent.usageBase,
-    });
+    this.lastWrites.note(teamName, agent.sessionId, now, undefined, agent.usageBase);
     if (counted && sameSums(counted, run)) return record;
     this.stats.carried++;
     return { ...record, usage: { ...run, countedAt: new Date(now).toISOString() } };
@@ -140,8 +130,7 @@ export class UsageCounter {
     this.stats.events++;
     const now = this.ctx.clock.now();
     const session = this.sessions.get(sessionId);
-    if (!session || owners.some((owner) => !this.knownTeam(owner.teamName, now)))
-      return this.applyAfterReads(event, sessionId, owners, now);
+    if (!session || !this.teamsKnown(owners, now)) return this.applyAfterReads(event, sessionId, owners, now);
     this.change(session, event);
     return this.record(sessionId, owners, session);
   }
@@ -229,15 +218,16 @@ export class UsageCounter {
     force = false,
   ): Promise<void> | undefined {
     const now = this.ctx.clock.now();
-    const due: SessionOwner[] = [];
+    let due: SessionOwner[] | undefined;
     for (const owner of owners) {
-      const last = this.lastWrites.get(`${owner.teamName}/${sessionId}`);
+      const last = this.lastWrites.get(owner.teamName, sessionId);
       if (!force && last && !this.due(last, session, now)) {
         this.stats.coalesced++;
         this.writeLater(sessionId, last.at + this.ctx.options.eventCoalesceMs - now);
-      } else due.push(owner);
+      } else if (due) due.push(owner);
+      else due = [owner];
     }
-    return due.length > 0 ? this.writeNow(sessionId, due, session, force, now) : undefined;
+    return due && this.writeNow(sessionId, due, session, force, now);
   }
 
   private async writeNow(
@@ -250,11 +240,7 @@ export class UsageCounter {
     for (const owner of owners) {
       const outcome = await this.write(owner.teamName, owner.agentId, sessionId, session.sums(), force);
       if (!outcome) continue;
-      this.lastWrites.set(`${owner.teamName}/${sessionId}`, {
-        at: now,
-        budget: outcome.state.budget,
-        base: outcome.state.usageBase,
-      });
+      this.lastWrites.note(owner.teamName, sessionId, now, outcome.state.budget, outcome.state.usageBase);
       if (!outcome.changed) continue;
       this.stats.writes++;
       if (await this.budgeted(outcome.state)) await checkBudgets(this.ctx, outcome.state);
@@ -269,6 +255,11 @@ export class UsageCounter {
     if (agent.role === "leader") return false;
     if (agent.budget) return true;
     return this.teamBudgeted(agent.teamName);
+  }
+
+  private teamsKnown(owners: readonly SessionOwner[], now: number): boolean {
+    for (const owner of owners) if (!this.knownTeam(owner.teamName, now)) return false;
+    return true;
   }
 
   /** Whether the team has a budget, as read within the last TEAM_REREAD_MS; undefined when not read lately. */
@@ -308,11 +299,14 @@ export class UsageCounter {
       // now is not due sooner whatever the queue holds.
       const left = this.notDueFor(sessionId);
       if (left !== undefined) return this.trailingWrite(sessionId, left);
-      this.enqueue(async () => {
+      this.enqueue(() => {
         this.trailing.delete(sessionId);
         const session = this.sessions.get(sessionId);
+        if (!session) return undefined;
         // Due by now unless a write came meanwhile: then the change waits for that write's window.
-        if (session) await this.record(sessionId, await this.index.lookup(sessionId), session);
+        const owners = this.index.known(sessionId);
+        if (owners) return this.record(sessionId, owners, session);
+        return this.index.lookup(sessionId).then((found) => this.record(sessionId, found, session));
       });
     });
   }
@@ -324,7 +318,7 @@ export class UsageCounter {
     const now = this.ctx.clock.now();
     let left = Number.POSITIVE_INFINITY;
     for (const owner of owners) {
-      const last = this.lastWrites.get(`${owner.teamName}/${sessionId}`);
+      const last = this.lastWrites.get(owner.teamName, sessionId);
       // Near a budget, any change is due: the queue decides.
       if (!last || last.budget) return undefined;
       left = Math.min(left, last.at + this.ctx.options.eventCoalesceMs - now);
