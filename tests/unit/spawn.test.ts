@@ -613,7 +613,8 @@ describe("spawn-agent: colors of spawns in progress", () => {
   test("an assignment whose agent file is not written yet is not taken over until a bring-up's grace passed", async () => {
     const first = await Promise.all(COLOR_PALETTE.map(() => spawn({ headless: true })));
     // As between the color's allocation and the agent file's creation, which a session's creation now spans.
-    const pending = first[2] as SpawnResult;
+    // Not the first color given: with every assignment made at one clock instant, that one is the one shared next.
+    const pending = first.find((r) => r.color === COLOR_PALETTE[1]) as SpawnResult;
     await ctx.store.removeAgentFiles("alpha", pending.agentId);
     const next = await spawn({ headless: true });
     expect(next.color).not.toBe(pending.color);
