@@ -81,7 +81,8 @@ export class EventMonitor {
   /** Accept an event; never throws and never blocks the caller (the OpenCode bus). */
   handleEvent(event: unknown): void {
     this.stats.events++;
-    this.family.learn(event);
+    const born = this.family.learn(event);
+    if (born) this.usage.born(born);
     const signal = classifyEvent(event);
     const usage = usageEvent(event);
     // One task for both: a message update is most of a busy stream, and each queued task costs a turn of the queue.
