@@ -19,14 +19,22 @@ const QUIET_AFTER_FAILURE_MS = 5_000;
 /** `session.created` / `session.updated` name the session's parent in `info.parentID` (OpenCode 1.18). */
 function parentFromEvent(
   event: unknown,
-): { sessionId: string; parentId: string | null; created: boolean } | undefined {
+): { sessionId: string; parentId: string | null; created?: CreatedSession } | undefined {
   const root = jsonRecord(event);
   if (root?.type !== "session.created" && root?.type !== "session.updated") return undefined;
   const info = jsonRecord(jsonRecord(root.properties)?.info);
   const sessionId = info?.id;
   if (typeof sessionId !== "string" || sessionId === "") return undefined;
   const parentId = typeof info?.parentID === "string" && info.parentID !== "" ? info.parentID : null;
-  return { sessionId, parentId, created: root.type === "session.created" };
+  if (root.type !== "session.created") return { sessionId, parentId };
+  const title = typeof info?.title === "string" ? info.title : "";
+  return { sessionId, parentId, created: { sessionId, title } };
+}
+
+/** A session's creation as its event tells it. */
+export interface CreatedSession {
+  sessionId: string;
+  title: string;
 }
 
 /**
@@ -66,12 +74,12 @@ export class SessionFamily {
 
   constructor(private readonly ctx: TeamsContext) {}
 
-  /** Remember the parent an event names. Returns the session's id when the event is its creation. */
-  learn(event: unknown): string | undefined {
+  /** Remember the parent an event names. Returns the session when the event is its creation. */
+  learn(event: unknown): CreatedSession | undefined {
     const found = parentFromEvent(event);
     if (!found) return undefined;
     this.remember(found.sessionId, found.parentId);
-    return found.created ? found.sessionId : undefined;
+    return found.created;
   }
 
   /**
