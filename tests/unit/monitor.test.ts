@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import type { Event } from "@opencode-ai/sdk";
 import { EventMonitor } from "../../src/operations/liveness/monitor.ts";
 import { classifyEvent, isContextOverflow } from "../../src/operations/liveness/signals.ts";
+import { agentSessionTitle } from "../../src/operations/team/identity-prompt.ts";
 import type { AgentState } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import type { TestContext } from "../helpers/context.ts";
@@ -148,6 +149,21 @@ describe("monitor: transitions", () => {
     await feed(ev.status(a.sessionId, "busy"), ev.idle(a.sessionId), ev.status(b.sessionId, "idle"));
     expect((await state(a)).status).toBe("idle");
     expect((await state(b)).status).toBe("idle");
+  });
+
+  test("an agent spawned right after another is followed from its first event, though the index was just built", async () => {
+    monitor = new EventMonitor(ctx, { indexRebuildMs: 2 * S });
+    const first = await addAgent(ctx, "alpha", { name: "first" });
+    await feed(ev.status(first.sessionId, "busy"));
+    const next = await addAgent(ctx, "alpha", { name: "next" });
+    const title = agentSessionTitle("alpha", "next", next.agentId);
+    // A quick first turn, all of it inside the index's rebuild interval.
+    await feed(
+      { type: "session.created", properties: { info: { id: next.sessionId, title } } },
+      ev.status(next.sessionId, "busy"),
+      ev.idle(next.sessionId),
+    );
+    expect((await state(next)).status).toBe("idle");
   });
 
   test("a quick busy -> idle -> busy sequence ends in the last state", async () => {

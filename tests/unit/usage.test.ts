@@ -87,6 +87,23 @@ describe("usage counting", () => {
     expect(Object.keys(spent?.byModel ?? {})).toEqual(["mock/mock-model"]);
   });
 
+  test("a session seen created is counted from its events alone: its messages are not asked of the server", async () => {
+    const born = await addAgent(ctx, "alpha");
+    const older = await addAgent(ctx, "alpha");
+    for (const agent of [born, older]) ctx.server.addSession({ id: agent.sessionId });
+    const created = { type: "session.created", properties: { info: { id: born.sessionId, title: "x" } } };
+    // A request for its messages would reach the server in the middle of the new session's first turn.
+    await feed(created, updated(usage(born.sessionId, "m1", 10, 5, 0.02)));
+    await feed(updated(usage(older.sessionId, "m1", 10, 5, 0.02)));
+    expect(ctx.server.calls.filter((call) => call.startsWith("messageUsage"))).toEqual([
+      `messageUsage ${older.sessionId}`,
+    ]);
+    expect((await counted(born))?.totals).toMatchObject({ total: 15, turns: 1 });
+    // After a gap in the stream, what this process saw is no longer the whole: the server is asked again.
+    await monitor.resync(ctx.server);
+    expect(ctx.server.calls).toContain(`messageUsage ${born.sessionId}`);
+  });
+
   test("a busy stream writes an agent's usage at most once per eventCoalesceMs; the last change follows", async () => {
     await ctx.cleanup();
     ({ ctx, ...lead } = await ledTeamContext({ eventCoalesceMs: 5_000 }));

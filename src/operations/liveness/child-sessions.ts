@@ -17,14 +17,24 @@ const MAX_REMEMBERED = 5_000;
 const QUIET_AFTER_FAILURE_MS = 5_000;
 
 /** `session.created` / `session.updated` name the session's parent in `info.parentID` (OpenCode 1.18). */
-function parentFromEvent(event: unknown): { sessionId: string; parentId: string | null } | undefined {
+function parentFromEvent(
+  event: unknown,
+): { sessionId: string; parentId: string | null; created?: CreatedSession } | undefined {
   const root = jsonRecord(event);
   if (root?.type !== "session.created" && root?.type !== "session.updated") return undefined;
   const info = jsonRecord(jsonRecord(root.properties)?.info);
   const sessionId = info?.id;
   if (typeof sessionId !== "string" || sessionId === "") return undefined;
   const parentId = typeof info?.parentID === "string" && info.parentID !== "" ? info.parentID : null;
-  return { sessionId, parentId };
+  if (root.type !== "session.created") return { sessionId, parentId };
+  const title = typeof info?.title === "string" ? info.title : "";
+  return { sessionId, parentId, created: { sessionId, title } };
+}
+
+/** A session's creation as its event tells it. */
+export interface CreatedSession {
+  sessionId: string;
+  title: string;
 }
 
 /**
@@ -64,10 +74,12 @@ export class SessionFamily {
 
   constructor(private readonly ctx: TeamsContext) {}
 
-  /** Remember the parent an event names. */
-  learn(event: unknown): void {
+  /** Remember the parent an event names. Returns the session when the event is its creation. */
+  learn(event: unknown): CreatedSession | undefined {
     const found = parentFromEvent(event);
-    if (found) this.remember(found.sessionId, found.parentId);
+    if (!found) return undefined;
+    this.remember(found.sessionId, found.parentId);
+    return found.created;
   }
 
   /**

@@ -6,6 +6,7 @@ import type { AgentState, AgentStatus } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
 import { errorText } from "../result.ts";
 import { SessionIndex, type SessionOwner } from "../team/identity.ts";
+import { parseAgentSessionTitle } from "../team/identity-prompt.ts";
 import { UsageCounter, usageEvent } from "../usage/counter.ts";
 import { announceWaiting } from "./answer.ts";
 import { type ApplyOutcome, applyDeleted, applySignal, desiredStatus } from "./apply-signal.ts";
@@ -81,7 +82,11 @@ export class EventMonitor {
   /** Accept an event; never throws and never blocks the caller (the OpenCode bus). */
   handleEvent(event: unknown): void {
     this.stats.events++;
-    this.family.learn(event);
+    const created = this.family.learn(event);
+    if (created) {
+      this.usage.born(created.sessionId);
+      if (parseAgentSessionTitle(created.title)) this.index.expect(created.sessionId);
+    }
     const signal = classifyEvent(event);
     const usage = usageEvent(event);
     // One task for both: a message update is most of a busy stream, and each queued task costs a turn of the queue.

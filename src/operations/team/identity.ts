@@ -66,6 +66,11 @@ async function rebuildTeam(
   return config;
 }
 
+/** How long a session created under an agent's title is awaited in the index (see SessionIndex.expect). */
+const EXPECTED_MS = 10_000;
+/** Sessions awaited at most at once; the set starts over when full. */
+const EXPECTED_LIMIT = 1_000;
+
 /** Pick the live record when a session was handed from one agent record to another (resume keeps the session). */
 function preferLive(a: AgentState, b: AgentState): AgentState {
   const aLive = a.status !== "terminated";
@@ -137,6 +142,8 @@ export class SessionIndex {
   /** Each session's owners, one per team, as the monitor asks for them at every event (one array, made at a rebuild). */
   private bySession = new Map<string, readonly SessionOwner[]>();
   private builtAt = Number.NEGATIVE_INFINITY;
+  /** Sessions created under an agent's title and not in the index yet, each until when it is awaited (see `expect`). */
+  private readonly expected = new Map<string, number>();
 
   constructor(
     private readonly ctx: TeamsContext,
@@ -145,6 +152,26 @@ export class SessionIndex {
 
   invalidate(): void {
     this.builtAt = Number.NEGATIVE_INFINITY;
+  }
+
+  /**
+   * A session was created under an agent's title: the spawn writes that agent's file as the session starts, and the
+   * agent's first events must not wait out the rebuild interval (a quick first turn would end unseen, its agent shown
+   * at work). Until the index holds it, or for EXPECTED_MS, a miss of it rebuilds at once. The title is only where to
+   * look: the agent files decide whose session it is.
+   */
+  expect(sessionId: string): void {
+    if (this.bySession.has(sessionId)) return;
+    if (this.expected.size >= EXPECTED_LIMIT) this.expected.clear();
+    this.expected.set(sessionId, this.ctx.clock.now() + EXPECTED_MS);
+  }
+
+  private awaited(sessionId: string): boolean {
+    const until = this.expected.get(sessionId);
+    if (until === undefined) return false;
+    if (this.ctx.clock.now() <= until) return true;
+    this.expected.delete(sessionId);
+    return false;
   }
 
   async rebuild(): Promise<void> {
@@ -168,6 +195,7 @@ export class SessionIndex {
     }
     this.bySession = next;
     this.builtAt = this.ctx.clock.now();
+    for (const sessionId of this.expected.keys()) if (next.has(sessionId)) this.expected.delete(sessionId);
   }
 
   /** The records of a session as last built, or undefined when the index has none (see `lookup`). */
@@ -185,7 +213,8 @@ export class SessionIndex {
    * names a record that ended and was resumed).
    */
   async relookup(sessionId: string, force = false): Promise<readonly SessionOwner[]> {
-    if (force || this.ctx.clock.now() - this.builtAt >= this.minRebuildMs) await this.rebuild();
+    if (force || this.ctx.clock.now() - this.builtAt >= this.minRebuildMs || this.awaited(sessionId))
+      await this.rebuild();
     return this.bySession.get(sessionId) ?? [];
   }
 }

@@ -39,6 +39,8 @@ export function usageEvent(event: unknown): UsageEvent | undefined {
 
 /** A failed count of a session from the server is tried again at most this often (an unreachable server). */
 const RECOUNT_RETRY_MS = 5_000;
+/** How many sessions born in this process are remembered as such (see UsageCounter.born). */
+const BORN_REMEMBERED = 5_000;
 /** How long whether a team has a budget is taken as known (see UsageCounter.budgeted). */
 const TEAM_REREAD_MS = 10_000;
 
@@ -68,6 +70,8 @@ export class UsageCounter {
   /** Sessions counted from the server in this process, each message at its latest value, with their sums. */
   private readonly sessions = new Map<string, SessionCount>();
   private readonly failedAt = new Map<string, number>();
+  /** Sessions this process saw created since the last `forget` (see `born`); bounded, it starts over when full. */
+  private readonly bornHere = new Set<string>();
   private readonly lastWrites = new LastWrites();
   /** Sessions whose trailing write is scheduled. */
   private readonly trailing = new Set<string>();
@@ -103,6 +107,17 @@ export class UsageCounter {
   forget(): void {
     this.sessions.clear();
     this.failedAt.clear();
+    this.bornHere.clear();
+  }
+
+  /**
+   * A session whose `session.created` this process saw: every message it will have comes after, through the same
+   * stream, so it is counted from nothing rather than from the server's message list. Asking the server was a request
+   * to it in the middle of a new agent's first turn, which that turn waited for.
+   */
+  born(sessionId: string): void {
+    if (this.bornHere.size >= BORN_REMEMBERED) this.bornHere.clear();
+    this.bornHere.add(sessionId);
   }
 
   /**
@@ -146,7 +161,7 @@ export class UsageCounter {
     // lately is not waited for.
     for (const owner of owners)
       if (!this.knownTeam(owner.teamName, now)) await this.teamBudgeted(owner.teamName);
-    const session = this.sessions.get(sessionId) ?? (await this.countFromServer(sessionId, owners));
+    const session = this.sessions.get(sessionId) ?? (await this.firstCount(sessionId, owners));
     if (!session) return;
     this.change(session, event);
     await this.record(sessionId, owners, session);
@@ -155,6 +170,17 @@ export class UsageCounter {
   private change(session: SessionCount, event: UsageEvent): void {
     if (event.kind === "removed") session.delete(event.messageId);
     else session.set(event.usage);
+  }
+
+  /** A session's count as it starts in this process: nothing for one born here, else the server's. */
+  private async firstCount(
+    sessionId: string,
+    owners: readonly SessionOwner[],
+  ): Promise<SessionCount | undefined> {
+    if (!this.bornHere.has(sessionId)) return this.countFromServer(sessionId, owners);
+    const session = new SessionCount([]);
+    this.sessions.set(sessionId, session);
+    return session;
   }
 
   /** Count these agents' sessions from the server now (after a reconnect), whatever events come later. */
