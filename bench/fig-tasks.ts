@@ -115,46 +115,38 @@ export async function benchTasks(quick: boolean): Promise<Figure[]> {
           task.id === id ? { ...task, status: "pending" as const, assignee: null, updatedAt: now } : task,
         ),
       }));
-    await interleaved(
-      rounds,
-      async (round) => {
-        let id = "";
-        await time(claims, round, async () => {
-          id = await claim();
-        });
-        await putBack(ctx.store, id);
-      },
-      async (round) => {
-        await time(reads, round, floor);
+    /** Rounds of a claim (timed into `into`) and its put-back through `store`, by turns with the floor's read. */
+    const claimRounds = (
+      into: (number | undefined)[],
+      store: TeamStore,
+      floorInto: (number | undefined)[],
+      options: { rewrite?: boolean; afterFloor?: () => Promise<void> } = {},
+    ) =>
+      interleaved(
+        rounds,
+        async (round) => {
+          let id = "";
+          await time(into, round, async () => {
+            id = await claim();
+          });
+          await putBack(store, id, options.rewrite);
+        },
+        async (round) => {
+          await time(floorInto, round, floor);
+          await options.afterFloor?.();
+        },
+      );
+    await claimRounds(claims, ctx.store, reads, {
+      afterFloor: async () => {
         const started = performance.now();
         await append();
         appends.push(performance.now() - started);
       },
-    );
+    });
     // Another process's store: its write changes the files under this process's cache.
     const other = new TeamStore(ctx.store.paths, ctx.store.lockTiming);
-    await interleaved(
-      rounds,
-      async (round) => {
-        let id = "";
-        await time(coldClaims, round, async () => {
-          id = await claim();
-        });
-        await putBack(other, id);
-      },
-      (round) => time(readsForCold, round, floor),
-    );
-    await interleaved(
-      rounds,
-      async (round) => {
-        let id = "";
-        await time(rewrittenClaims, round, async () => {
-          id = await claim();
-        });
-        await putBack(other, id, true);
-      },
-      (round) => time(readsForRewritten, round, floor),
-    );
+    await claimRounds(coldClaims, other, readsForCold);
+    await claimRounds(rewrittenClaims, other, readsForRewritten, { rewrite: true });
     // The claim rounds just changed the board from another store; the listings start once it settled, as between a
     // change and a leader's look in a team. The store trusts a board's stat once its last change is 100 ms old; until
     // then every listing reads, parses and validates it, and how many rounds fell in that time would depend on how

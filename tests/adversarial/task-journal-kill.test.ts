@@ -3,23 +3,16 @@ import { readdir } from "node:fs/promises";
 import path from "node:path";
 import { TeamStore } from "../../src/state/team-store.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { teamWithTasks } from "../helpers/team.ts";
 
 // kill -9 of a process in the middle of the board's status changes (journal appends, and the compactions that rewrite
 // the board every 256 of them): the board always reads, no acknowledged change is lost, nothing is taken for damage.
 
 let ctx: TestContext;
-const LEADER = "ses_lead";
 
 beforeEach(async () => {
   ctx = await makeTestContext();
-  const call = toolCaller(ctx);
-  await call("create-team", { teamName: "alpha" }, LEADER);
-  await call(
-    "create-task",
-    { teamName: "alpha", tasks: [{ title: "one" }, { title: "two" }, { title: "three" }] },
-    LEADER,
-  );
+  await teamWithTasks(ctx, ["one", "two", "three"]);
 });
 afterEach(() => ctx.cleanup());
 

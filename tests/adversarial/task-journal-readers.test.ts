@@ -2,7 +2,7 @@ import { afterEach, beforeEach, expect, test } from "bun:test";
 import path from "node:path";
 import { TeamStore } from "../../src/state/team-store.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { teamWithTasks } from "../helpers/team.ts";
 
 // Readers without the lock while another process changes statuses and compacts the journal into the board every 256
 // changes: every board read is one whole state (never an old board with a newer journal or the reverse), and a reader
@@ -12,13 +12,7 @@ let ctx: TestContext;
 
 beforeEach(async () => {
   ctx = await makeTestContext();
-  const call = toolCaller(ctx);
-  await call("create-team", { teamName: "alpha" }, "ses_lead");
-  await call(
-    "create-task",
-    { teamName: "alpha", tasks: [{ title: "one" }, { title: "two" }, { title: "three" }] },
-    "ses_lead",
-  );
+  await teamWithTasks(ctx, ["one", "two", "three"]);
 });
 afterEach(() => ctx.cleanup());
 

@@ -34,6 +34,18 @@ export async function leadTeam(
   return { call, leaderId: created.leaderAgentId, leaderSession, team: await teamConfig(ctx, teamName) };
 }
 
+/** Team "alpha" led from "ses_lead" (see leadTeam) with one pending task per title, made through create-task. */
+export async function teamWithTasks(ctx: TestContext, titles: readonly string[]): Promise<LedTeam> {
+  const led = await leadTeam(ctx);
+  const made = await led.call<{ success: boolean; error?: string }>(
+    "create-task",
+    { teamName: "alpha", tasks: titles.map((title) => ({ title })) },
+    "ses_lead",
+  );
+  if (!made.success) throw new Error(`create-task failed: ${made.error}`);
+  return led;
+}
+
 /** A fresh TestContext (makeTestContext with `options`) and team "alpha" led from it, for a test's beforeEach. */
 export async function ledTeamContext(
   options: Partial<TeamsOptions> = {},

@@ -5,25 +5,20 @@ import type { TaskBoard } from "../../src/state/schemas.ts";
 import { TeamStore } from "../../src/state/team-store.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { teamWithTasks } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 // The board's status changes go to a journal beside it (specs/storage.md, "The task board's journal"): what a reader
 // makes of it in every state a writer, a crash or a damaged disk can leave.
 
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 const LEADER = "ses_lead";
 type Res = { success: boolean; task?: { id: string } | null; warnings?: string[]; error?: string };
 
 beforeEach(async () => {
   ctx = await makeTestContext();
-  call = toolCaller(ctx);
-  await call("create-team", { teamName: "alpha" }, LEADER);
-  await call(
-    "create-task",
-    { teamName: "alpha", tasks: [{ title: "one" }, { title: "two" }, { title: "three" }] },
-    LEADER,
-  );
+  ({ call } = await teamWithTasks(ctx, ["one", "two", "three"]));
 });
 afterEach(() => ctx.cleanup());
 

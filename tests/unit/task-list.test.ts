@@ -3,10 +3,11 @@ import { utimes } from "node:fs/promises";
 import { listTasks } from "../../src/operations/team/task.ts";
 import type { Task } from "../../src/state/schemas.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { leadTeam } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 let leaderId = "";
 const LEADER = "ses_lead";
 
@@ -22,9 +23,7 @@ type Listed = {
 
 beforeEach(async () => {
   ctx = await makeTestContext();
-  call = toolCaller(ctx);
-  leaderId = (await call<{ leaderAgentId: string }>("create-team", { teamName: "alpha" }, LEADER))
-    .leaderAgentId;
+  ({ call, leaderId } = await leadTeam(ctx, "alpha", LEADER));
 });
 afterEach(() => ctx.cleanup());
 

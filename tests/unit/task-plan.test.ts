@@ -4,10 +4,11 @@ import { reassignTasksOf } from "../../src/operations/team/task.ts";
 import type { InboxMessage } from "../../src/state/schemas.ts";
 import { addAgent } from "../helpers/agents.ts";
 import { makeTestContext, type TestContext } from "../helpers/context.ts";
-import { toolCaller } from "../helpers/tools.ts";
+import { leadTeam } from "../helpers/team.ts";
+import type { ToolCall } from "../helpers/tools.ts";
 
 let ctx: TestContext;
-let call: ReturnType<typeof toolCaller>;
+let call: ToolCall;
 let leaderId = "";
 const LEADER = "ses_lead";
 
@@ -31,9 +32,7 @@ type Stuck = { taskId: string; status: string; reason?: string; blocked: string[
 
 beforeEach(async () => {
   ctx = await makeTestContext();
-  call = toolCaller(ctx);
-  leaderId = (await call<{ leaderAgentId: string }>("create-team", { teamName: "alpha" }, LEADER))
-    .leaderAgentId;
+  ({ call, leaderId } = await leadTeam(ctx, "alpha", LEADER));
 });
 afterEach(() => ctx.cleanup());
 
