@@ -166,6 +166,21 @@ describe("monitor: transitions", () => {
     expect((await state(next)).status).toBe("idle");
   });
 
+  test("a new agent's first events wait out the hold that leaves its first turn the CPU, then apply in order", async () => {
+    const agent = await addAgent(ctx, "alpha", { name: "new" });
+    const title = agentSessionTitle("alpha", "new", agent.agentId);
+    const createdAt = ctx.clock.now();
+    await feed(
+      { type: "session.created", properties: { info: { id: agent.sessionId, title } } },
+      ev.status(agent.sessionId, "busy"),
+      ev.idle(agent.sessionId),
+    );
+    const after = await state(agent);
+    expect(after.status).toBe("idle");
+    // Written once the queue went on (the test clock moves through a wait that is not in the background).
+    expect(Date.parse(after.heartbeatTs)).toBeGreaterThanOrEqual(createdAt + 200);
+  });
+
   test("a quick busy -> idle -> busy sequence ends in the last state", async () => {
     const agent = await addAgent(ctx, "alpha");
     await feed(

@@ -17,6 +17,9 @@ import { tellLeaderFailing } from "./model-failure.ts";
 import { resyncAgents } from "./resync.ts";
 import { classifyEvent, type Signal } from "./signals.ts";
 
+/** How long the queue waits after an agent's session is created (see EventMonitor.holdForFirstTurn). */
+const NEW_AGENT_HOLD_MS = 200;
+
 export interface MonitorStats {
   /** Events received (hook and stream). */
   events: number;
@@ -85,7 +88,10 @@ export class EventMonitor {
     const created = this.family.learn(event);
     if (created) {
       this.usage.born(created.sessionId);
-      if (parseAgentSessionTitle(created.title)) this.index.expect(created.sessionId);
+      if (parseAgentSessionTitle(created.title)) {
+        this.index.expect(created.sessionId);
+        this.holdForFirstTurn();
+      }
     }
     const signal = classifyEvent(event);
     const usage = usageEvent(event);
@@ -99,6 +105,16 @@ export class EventMonitor {
       });
     } else if (signal) this.enqueue(() => this.process(signal));
     else if (usage) this.enqueue(() => this.usage.apply(usage));
+  }
+
+  /**
+   * A new agent's session was just created: its first turn, on its way to its first model request, runs in the project
+   * server's process, and the work its first events bring here (finding its file, its first state write) ran beside
+   * that turn and delayed it by about 20 ms. The queue goes on after NEW_AGENT_HOLD_MS instead; the events wait in
+   * order and nothing is lost (the spawn has written the agent as running already).
+   */
+  private holdForFirstTurn(): void {
+    this.chain = this.chain.then(() => this.ctx.clock.sleep(NEW_AGENT_HOLD_MS));
   }
 
   /** Resolves once every event accepted so far has been processed. */
