@@ -91,7 +91,7 @@ export function buildContext(input: {
       tmux: new TmuxCli("tmux", outsideServerEnv(process.env)),
       processes: hostProcesses,
       files: localFiles,
-      git: new GitCli("git", outsideServerEnv(process.env)),
+      git: new GitCli("git", outsideServerEnv(process.env), (change) => store.withWorktreeChangeLock(change)),
     },
   };
 }

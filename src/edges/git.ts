@@ -55,7 +55,8 @@ function isWorktreeChange(args: string[]): boolean {
 /**
  * Worktree changes of one repository one at a time: a `git worktree add` reads every entry under
  * `.git/worktrees/`, and dies ("failed to read .git/worktrees/<x>/commondir") on one another add is still writing,
- * which concurrent spawns and the spare's refill made happen.
+ * which concurrent spawns and the spare's refill made happen. Across processes (the leader's and the project
+ * server's), the lock given to GitCli does the same.
  */
 async function oneAtATime<T>(repo: string, run: () => Promise<T>): Promise<T> {
   const before = worktreeChanges.get(repo) ?? Promise.resolve();
@@ -109,6 +110,8 @@ export class GitCli implements GitApi {
   constructor(
     private readonly bin = "git",
     env: NodeJS.ProcessEnv = process.env,
+    /** Runs a worktree change while no other process makes one (the plugin's cross-process lock); none by default. */
+    private readonly acrossProcesses: <T>(change: () => Promise<T>) => Promise<T> = (change) => change(),
   ) {
     this.env = gitEnv(env);
   }
@@ -132,7 +135,7 @@ export class GitCli implements GitApi {
   /** Run and return stdout; a non-zero exit becomes a GitError naming the command and git's own words. */
   private async ok(repo: string, args: string[], lowPriority = false): Promise<string> {
     const result = await (isWorktreeChange(args)
-      ? oneAtATime(repo, () => this.run(repo, args, lowPriority))
+      ? oneAtATime(repo, () => this.acrossProcesses(() => this.run(repo, args, lowPriority)))
       : this.run(repo, args, lowPriority));
     if (result.code !== 0) {
       const said = result.stderr.trim() || result.stdout.trim() || `exit code ${result.code}`;

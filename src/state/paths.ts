@@ -136,6 +136,13 @@ export class StoragePaths {
   spareLock(teamName: string): string {
     return path.join(this.teamDir(teamName), "spare");
   }
+  /**
+   * The file whose lock (`worktree-changes.lock`) is held while git adds, moves or removes one of the project's
+   * worktrees, so two processes never change `.git/worktrees/` at once (specs/worktrees.md).
+   */
+  get worktreeChangeLock(): string {
+    return path.join(this.root, "worktree-changes");
+  }
   /** The file whose lock (`merge.lock`) is held while merge-agent merges into the leader's checkout. */
   get mergeLock(): string {
     return path.join(this.root, "merge");

@@ -40,6 +40,9 @@ import {
 import { removeStrayTemps, STRAY_TEMP_AGE_MS } from "./stray-temps.ts";
 import { TaskBoardStore } from "./task-board-store.ts";
 
+/** How long a worktree change waits for another process's (see TeamStore.withWorktreeChangeLock). */
+const WORKTREE_CHANGE_WAIT_MS = 120_000;
+
 /** Typed access to one project's team state. Every method validates names before touching a path. */
 export class TeamStore {
   /** Damage found by reads whose caller had no tool result to put it in (see damage-notes.ts). */
@@ -244,6 +247,17 @@ export class TeamStore {
   }
 
   /** Run `fn` holding the project's merge lock: one merge into the leader's checkout at a time. */
+  /**
+   * Run `fn` (a `git worktree` change) holding the project's worktree-change lock. Waits up to two minutes: a
+   * checkout of a large repository for another agent may be under way.
+   */
+  withWorktreeChangeLock<T>(fn: () => Promise<T>): Promise<T> {
+    return withFileLock(this.paths.worktreeChangeLock, fn, {
+      ...this.lockTiming,
+      maxWaitMs: Math.max(this.lockTiming.maxWaitMs ?? 0, WORKTREE_CHANGE_WAIT_MS),
+    });
+  }
+
   withMergeLock<T>(fn: () => Promise<T>): Promise<T> {
     return withFileLock(this.paths.mergeLock, fn, this.lockTiming);
   }

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -35,4 +36,29 @@ test("twelve worktrees added at once, branches and detached: every add succeeds"
     expect(results.filter((r) => r.status === "rejected").map((r) => String(r.reason))).toEqual([]);
   }
   expect(await git.listWorktrees(repo)).toHaveLength(37);
+});
+
+test("two processes adding worktrees at the same instant: every add succeeds (they take turns on the storage lock)", async () => {
+  const repo = path.join(dir, "repo");
+  const script = path.join(import.meta.dir, "fixtures", "worktree-adder.ts");
+  const go = path.join(dir, "go");
+  for (let round = 0; round < 4; round++) {
+    const adders = ["p", "q"].map((name) =>
+      Bun.spawn(
+        [process.execPath, script, path.join(dir, "storage"), repo, dir, `${name}${round}`, go, "10"],
+        { stdout: "pipe", stderr: "pipe" },
+      ),
+    );
+    const outputs = adders.map((adder) => new Response(adder.stdout).text());
+    // Both ready (their imports done) before the go, so the adds meet.
+    const ready = ["p", "q"].map((name) => `${go}.${name}${round}.ready`);
+    while (!ready.every((file) => existsSync(file))) await Bun.sleep(5);
+    await Bun.write(go, "go");
+    const failures = (await Promise.all(outputs)).map((out) =>
+      JSON.parse(out.trim().split("\n").at(-1) ?? "[]"),
+    );
+    expect(failures).toEqual([[], []]);
+    await rm(go);
+  }
+  expect(await git.listWorktrees(repo)).toHaveLength(81);
 });
