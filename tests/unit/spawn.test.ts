@@ -218,6 +218,18 @@ describe("spawn-agent: the flow", () => {
       /^Invalid model 'claude-without-provider'/,
     );
     expect((await spawn({ providerId: "anthropic" })).error).toMatch(/^providerId 'anthropic' needs a model/);
+    // The warm-up's stand-in is listed among the project server's models, but nothing answers there after it.
+    for (const args of [
+      { model: "opencode-teams-warmup/warm-up" },
+      { model: "warm-up", providerId: "opencode-teams-warmup" },
+    ])
+      expect((await spawn(args)).error).toMatch(/is opencode-teams' warm-up stand-in, not a model/);
+    const team = await createTeam(
+      ctx,
+      { teamName: "warm", defaultModel: "opencode-teams-warmup/warm-up" },
+      "ses_warm_leader",
+    ).catch((error: unknown) => error);
+    expect(String(team)).toMatch(/defaultModel 'opencode-teams-warmup\/\.\.\.' is opencode-teams' warm-up stand-in/);
     expect(ctx.serverEnsureCalls).toBe(0);
     await expectNoGhost();
   });

@@ -1,4 +1,5 @@
 import type { ModelRef } from "../../edges/opencode-api.ts";
+import { WARMUP_PROVIDER_ID } from "../../edges/warmup-config.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
 import { CallerError } from "../result.ts";
 
@@ -7,6 +8,17 @@ export interface ResolvedModel {
   model: string;
   providerId?: string;
   ref?: ModelRef;
+}
+
+/**
+ * The project server lists the prewarm's stand-in provider among its models for as long as it runs, but nothing
+ * answers there after the warm-up turn: an agent on it would retry a closed port, at work in appearance, for good.
+ */
+export function refuseWarmupModel(providerId: string, what: string): void {
+  if (providerId !== WARMUP_PROVIDER_ID) return;
+  throw new CallerError(
+    `${what} '${providerId}/...' is opencode-teams' warm-up stand-in, not a model: nothing answers there after the project server's warm-up. Use a model of the user's config ("provider/model"), or leave it out for the default.`,
+  );
 }
 
 /**
@@ -20,6 +32,7 @@ export function resolveModel(
   const model = input.model?.trim() || undefined;
   const providerId = input.providerId?.trim() || undefined;
   if (providerId && model) {
+    refuseWarmupModel(providerId, "providerId");
     const modelID = model.startsWith(`${providerId}/`) ? model.slice(providerId.length + 1) : model;
     return { model: `${providerId}/${modelID}`, providerId, ref: { providerID: providerId, modelID } };
   }
@@ -37,6 +50,7 @@ export function resolveModel(
     );
   }
   const providerID = ref.slice(0, slash);
+  refuseWarmupModel(providerID, model ? "model" : "The team's defaultModel");
   const modelID = ref.slice(slash + 1);
   return { model: `${providerID}/${modelID}`, providerId: providerID, ref: { providerID, modelID } };
 }

@@ -2,6 +2,7 @@ import { v4 as uuidv4 } from "uuid";
 import { isoNow } from "../../clock.ts";
 import { assertTeamName } from "../../state/paths.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
+import { refuseWarmupModel } from "../agents/model.ts";
 import type { TeamsContext } from "../context.ts";
 import { CallerError, type OpResult } from "../result.ts";
 import { budgetInput, maxAgentsInput } from "../usage/limits.ts";
@@ -27,6 +28,7 @@ export function assertModelRef(model: string, what: string): void {
       `Invalid ${what} '${model}': use "provider/model", for example "anthropic/claude-sonnet-4-5".`,
     );
   }
+  refuseWarmupModel(model.slice(0, model.indexOf("/")), what);
 }
 
 export const LEADER_COLOR = "white";
