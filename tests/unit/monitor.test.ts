@@ -460,3 +460,33 @@ describe("a session handed to a resumed agent", () => {
     expect((await state(old)).status).toBe("terminated");
   });
 });
+
+describe("a session's next user message", () => {
+  const userMessage = (sessionID: string) => ({
+    type: "message.updated",
+    properties: { info: { id: "msg_u", sessionID, role: "user" } },
+  });
+
+  test("is seen from its event, whether it came before or during the wait; another session's is not", async () => {
+    const early = monitor.userMessages.watch("ses_a");
+    monitor.handleEvent(userMessage("ses_a"));
+    expect(await early.wait(10_000)).toBe(true);
+
+    const during = monitor.userMessages.watch("ses_b");
+    const waiting = during.wait(60_000);
+    monitor.handleEvent(userMessage("ses_other"));
+    monitor.handleEvent(ev.messageUpdated("ses_b"));
+    monitor.handleEvent(userMessage("ses_b"));
+    expect(await waiting).toBe(true);
+  });
+
+  test("a wait with no such event ends false, and nothing is left watching", async () => {
+    const watch = monitor.userMessages.watch("ses_c");
+    monitor.handleEvent(ev.messageUpdated("ses_c"));
+    expect(await watch.wait(100)).toBe(false);
+    const cancelled = monitor.userMessages.watch("ses_d");
+    cancelled.cancel();
+    monitor.handleEvent(userMessage("ses_d"));
+    expect(await cancelled.wait(0)).toBe(false);
+  });
+});

@@ -229,7 +229,9 @@ describe("spawn-agent: the flow", () => {
       { teamName: "warm", defaultModel: "opencode-teams-warmup/warm-up" },
       "ses_warm_leader",
     ).catch((error: unknown) => error);
-    expect(String(team)).toMatch(/defaultModel 'opencode-teams-warmup\/\.\.\.' is opencode-teams' warm-up stand-in/);
+    expect(String(team)).toMatch(
+      /defaultModel 'opencode-teams-warmup\/\.\.\.' is opencode-teams' warm-up stand-in/,
+    );
     expect(ctx.serverEnsureCalls).toBe(0);
     await expectNoGhost();
   });

@@ -2,6 +2,7 @@ import type { Clock } from "../../clock.ts";
 import type { ModelRef, OpencodeApi } from "../../edges/opencode-api.ts";
 import type { PaneRef } from "../../edges/tmux-api.ts";
 import type { TeamsContext } from "../context.ts";
+import { watchUserMessage } from "../liveness/background.ts";
 import { errorText } from "../result.ts";
 import { paneTimingOf } from "./agent-pane.ts";
 
@@ -23,6 +24,13 @@ export interface DeliveryOptions {
   /** Called right before the first `prompt_async` is sent (the spawn's step clock notes when). */
   onSending?: () => void;
 }
+
+/**
+ * How long a new session's prompt waits for its user message's event before the server is asked: it shows 8-90 ms
+ * after the server accepted the prompt, and each request for the message list would reach the project server in the
+ * middle of the agent's first turn (about 10 ms of its first model request, measured).
+ */
+const EVENT_PROOF_MS = 150;
 
 /** Poll the session's message count until it grows past `before` or `windowMs` passes. */
 async function landed(
@@ -91,13 +99,17 @@ async function viaSdk(
     // A slow earlier attempt may have landed meanwhile: sending again would give the agent its prompt twice.
     if (attempt > 1 && (await landed(ctx.clock, api, sessionId, before, 0))) return { landed: true, before };
     if (Number.isFinite(before)) {
+      // A new session's first user message can only be this prompt: its event proves it landed.
+      const watch = attempt === 1 && before === 0 ? watchUserMessage(ctx, sessionId) : undefined;
       try {
         if (attempt === 1) options.onSending?.();
         await api.promptAsync(sessionId, text, options.model ? { model: options.model } : {});
         if (attempt === 1) options.onAccepted?.();
+        if (await watch?.wait(EVENT_PROOF_MS)) return { landed: true, before };
         if (await landed(ctx.clock, api, sessionId, before, delay)) return { landed: true, before };
         problems.push(`attempt ${attempt}: accepted, but no new message appeared within ${delay} ms`);
       } catch (error) {
+        watch?.cancel();
         problems.push(`attempt ${attempt}: ${errorText(error)}`);
         if (attempt < 3) await ctx.clock.sleep(delay);
       }

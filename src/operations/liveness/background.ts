@@ -3,6 +3,7 @@ import type { TeamsContext } from "../context.ts";
 import { EventMonitor } from "./monitor.ts";
 import { StaleSweeper } from "./sweep.ts";
 import { enforceTimeouts } from "./timeouts.ts";
+import type { UserMessageWatch } from "./user-message-watch.ts";
 
 /**
  * The liveness loops: each waits by `ctx.clock` in the background, so none keeps the process alive. OpenCode loads
@@ -41,6 +42,14 @@ interface Running {
 }
 
 const running = new Map<string, Running>();
+
+/**
+ * A watch for a session's next user message by this process's monitor of `ctx`'s storage root, or undefined when none
+ * runs here (`background: false`): the events then cannot tell, and the server is asked.
+ */
+export function watchUserMessage(ctx: TeamsContext, sessionId: string): UserMessageWatch | undefined {
+  return running.get(ctx.store.paths.root)?.monitor.userMessages.watch(sessionId);
+}
 
 /** Whether liveness runs in this process for a storage root (tests). */
 export function livenessRunning(storageRoot: string): boolean {

@@ -16,6 +16,7 @@ import { handOverInactive, type InactiveAgent } from "./inactive.ts";
 import { tellLeaderFailing } from "./model-failure.ts";
 import { resyncAgents } from "./resync.ts";
 import { classifyEvent, type Signal } from "./signals.ts";
+import { UserMessageWatches } from "./user-message-watch.ts";
 
 /** How long the queue waits after an agent's session is created (see EventMonitor.holdForFirstTurn). */
 const NEW_AGENT_HOLD_MS = 200;
@@ -72,6 +73,8 @@ export class EventMonitor {
   private readonly serverActivity = new Map<string, "busy" | "idle">();
   private chain: Promise<void> = Promise.resolve();
   private pending = 0;
+  /** Who waits for a session's next user message, told as its event arrives (a spawn's proof of its prompt). */
+  readonly userMessages: UserMessageWatches;
 
   constructor(
     private readonly ctx: TeamsContext,
@@ -80,11 +83,13 @@ export class EventMonitor {
     this.index = new SessionIndex(ctx, options.indexRebuildMs ?? 2_000);
     this.usage = new UsageCounter(ctx, this.index, (task) => this.enqueue(task));
     this.family = new SessionFamily(ctx);
+    this.userMessages = new UserMessageWatches(ctx.clock);
   }
 
   /** Accept an event; never throws and never blocks the caller (the OpenCode bus). */
   handleEvent(event: unknown): void {
     this.stats.events++;
+    if (this.userMessages.watching) this.userMessages.note(event);
     const created = this.family.learn(event);
     if (created) {
       this.usage.born(created.sessionId);
