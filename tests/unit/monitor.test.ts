@@ -181,6 +181,23 @@ describe("monitor: transitions", () => {
     expect(Date.parse(after.heartbeatTs)).toBeGreaterThanOrEqual(createdAt + 200);
   });
 
+  test("agents created together share one hold: five spawns at once hold the queue 200 ms, not a second", async () => {
+    const agents = [];
+    for (let i = 0; i < 5; i++) agents.push(await addAgent(ctx, "alpha", { name: `new-${i}` }));
+    const createdAt = ctx.clock.now();
+    await feed(
+      ...agents.map((agent) => ({
+        type: "session.created",
+        properties: {
+          info: { id: agent.sessionId, title: agentSessionTitle("alpha", agent.name, agent.agentId) },
+        },
+      })),
+      ...agents.map((agent) => ev.idle(agent.sessionId)),
+    );
+    for (const agent of agents) expect((await state(agent)).status).toBe("idle");
+    expect(ctx.clock.now() - createdAt).toBe(200);
+  });
+
   test("a quick busy -> idle -> busy sequence ends in the last state", async () => {
     const agent = await addAgent(ctx, "alpha");
     await feed(

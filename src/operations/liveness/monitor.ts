@@ -73,6 +73,8 @@ export class EventMonitor {
   private readonly serverActivity = new Map<string, "busy" | "idle">();
   private chain: Promise<void> = Promise.resolve();
   private pending = 0;
+  /** A hold for a new agent's first turn is queued or under way (see `holdForFirstTurn`). */
+  private holding = false;
   /** Who waits for a session's next user message, told as its event arrives (a spawn's proof of its prompt). */
   readonly userMessages: UserMessageWatches;
 
@@ -116,10 +118,17 @@ export class EventMonitor {
    * A new agent's session was just created: its first turn, on its way to its first model request, runs in the project
    * server's process, and the work its first events bring here (finding its file, its first state write) ran beside
    * that turn and delayed it by about 20 ms. The queue goes on after NEW_AGENT_HOLD_MS instead; the events wait in
-   * order and nothing is lost (the spawn has written the agent as running already).
+   * order and nothing is lost (the spawn has written the agent as running already). One hold at a time: agents
+   * created together share it, so five spawns at once hold the queue 200 ms, not a second.
    */
   private holdForFirstTurn(): void {
-    this.chain = this.chain.then(() => this.ctx.clock.sleep(NEW_AGENT_HOLD_MS));
+    if (this.holding) return;
+    this.holding = true;
+    this.chain = this.chain
+      .then(() => this.ctx.clock.sleep(NEW_AGENT_HOLD_MS))
+      .finally(() => {
+        this.holding = false;
+      });
   }
 
   /** Resolves once every event accepted so far has been processed. */
