@@ -59,6 +59,31 @@ async function feed(...events: unknown[]): Promise<void> {
   await monitor.settled();
 }
 
+/**
+ * A fresh team whose usage writes coalesce over 5 s, with one agent on the server; `part(n)` is a sign of life of the
+ * agent's session (the monitor's heartbeat write, which may carry the count).
+ */
+async function coalescingAgent() {
+  await ctx.cleanup();
+  ({ ctx, ...lead } = await ledTeamContext({ eventCoalesceMs: 5_000 }));
+  monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
+  const agent = await addAgent(ctx, "alpha");
+  ctx.server.addSession({ id: agent.sessionId });
+  const part = (n: number) => ({
+    type: "message.part.updated",
+    properties: { part: { id: `prt_${n}`, sessionID: agent.sessionId, type: "text", text: "…" } },
+  });
+  return { agent, part };
+}
+
+/** A few turns of the event loop and the monitor's queue: trailing writes that woke are done after it. */
+async function drain(): Promise<void> {
+  for (let i = 0; i < 5; i++) {
+    await Bun.sleep(5);
+    await monitor.settled();
+  }
+}
+
 beforeEach(async () => {
   // Every change written at once; the coalescing of usage writes has its own test.
   ({ ctx, ...lead } = await ledTeamContext({ eventCoalesceMs: 0 }));
@@ -105,11 +130,7 @@ describe("usage counting", () => {
   });
 
   test("a busy stream writes an agent's usage at most once per eventCoalesceMs; the last change follows", async () => {
-    await ctx.cleanup();
-    ({ ctx, ...lead } = await ledTeamContext({ eventCoalesceMs: 5_000 }));
-    monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
-    const agent = await addAgent(ctx, "alpha");
-    ctx.server.addSession({ id: agent.sessionId });
+    const { agent } = await coalescingAgent();
     for (let i = 1; i <= 20; i++) {
       ctx.clock.advance(100);
       monitor.handleEvent(updated(usage(agent.sessionId, `msg_${Math.ceil(i / 4)}`, i, 1, 0.001)));
@@ -131,15 +152,7 @@ describe("usage counting", () => {
   });
 
   test("the monitor's heartbeat write of an agent without a budget carries its latest usage: no write of its own", async () => {
-    await ctx.cleanup();
-    ({ ctx, ...lead } = await ledTeamContext({ eventCoalesceMs: 5_000 }));
-    monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
-    const agent = await addAgent(ctx, "alpha");
-    ctx.server.addSession({ id: agent.sessionId });
-    const part = (n: number) => ({
-      type: "message.part.updated",
-      properties: { part: { id: `prt_${n}`, sessionID: agent.sessionId, type: "text", text: "…" } },
-    });
+    const { agent, part } = await coalescingAgent();
     await feed(updated(usage(agent.sessionId, "m1", 10, 5, 0.02)));
     ctx.clock.advance(1_000);
     await feed(updated(usage(agent.sessionId, "m2", 10, 5, 0.02)));
@@ -151,29 +164,12 @@ describe("usage counting", () => {
     });
     expect((await counted(agent))?.totals).toMatchObject({ total: 30, turns: 2 });
     // The trailing write of m2 finds it written and writes nothing.
-    for (let i = 0; i < 5; i++) {
-      await Bun.sleep(5);
-      await monitor.settled();
-    }
+    await drain();
     expect(monitor.usage.stats.writes).toBe(1);
   });
 
   test("a change after a carried heartbeat waits for the end of that heartbeat's window, then is written", async () => {
-    await ctx.cleanup();
-    ({ ctx, ...lead } = await ledTeamContext({ eventCoalesceMs: 5_000 }));
-    monitor = new EventMonitor(ctx, { indexRebuildMs: 0 });
-    const agent = await addAgent(ctx, "alpha");
-    ctx.server.addSession({ id: agent.sessionId });
-    const part = (n: number) => ({
-      type: "message.part.updated",
-      properties: { part: { id: `prt_${n}`, sessionID: agent.sessionId, type: "text", text: "…" } },
-    });
-    const drain = async () => {
-      for (let i = 0; i < 5; i++) {
-        await Bun.sleep(5);
-        await monitor.settled();
-      }
-    };
+    const { agent, part } = await coalescingAgent();
     await feed(updated(usage(agent.sessionId, "m1", 10, 5, 0.02)));
     ctx.clock.advance(1_000);
     // Inside the first window: its trailing write is due at 5 s.
