@@ -246,7 +246,6 @@ export class TeamStore {
     return withFileLock(this.paths.paneLock(teamName), fn, this.lockTiming);
   }
 
-  /** Run `fn` holding the project's merge lock: one merge into the leader's checkout at a time. */
   /**
    * Run `fn` (a `git worktree` change) holding the project's worktree-change lock. Waits up to two minutes: a
    * checkout of a large repository for another agent may be under way.
@@ -258,6 +257,7 @@ export class TeamStore {
     });
   }
 
+  /** Run `fn` holding the project's merge lock: one merge into the leader's checkout at a time. */
   withMergeLock<T>(fn: () => Promise<T>): Promise<T> {
     return withFileLock(this.paths.mergeLock, fn, this.lockTiming);
   }
