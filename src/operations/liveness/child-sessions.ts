@@ -16,8 +16,11 @@ const MAX_REMEMBERED = 5_000;
 /** After the server could not be asked, how long mere signs of life do not ask again (requests always ask). */
 const QUIET_AFTER_FAILURE_MS = 5_000;
 
-/** `session.created` / `session.updated` name the session's parent in `info.parentID` (OpenCode 1.18). */
-function parentFromEvent(
+/**
+ * What `session.created` / `session.updated` say of a session (OpenCode 1.18): its parent in `info.parentID`, and for
+ * a creation, the session with its title (the identity hook and the monitor both learn from it).
+ */
+export function sessionFromEvent(
   event: unknown,
 ): { sessionId: string; parentId: string | null; created?: CreatedSession } | undefined {
   const root = jsonRecord(event);
@@ -27,14 +30,15 @@ function parentFromEvent(
   if (typeof sessionId !== "string" || sessionId === "") return undefined;
   const parentId = typeof info?.parentID === "string" && info.parentID !== "" ? info.parentID : null;
   if (root.type !== "session.created") return { sessionId, parentId };
-  const title = typeof info?.title === "string" ? info.title : "";
+  const title = typeof info?.title === "string" ? info.title : undefined;
   return { sessionId, parentId, created: { sessionId, title } };
 }
 
 /** A session's creation as its event tells it. */
 export interface CreatedSession {
   sessionId: string;
-  title: string;
+  /** Undefined when the event carried none. */
+  title: string | undefined;
 }
 
 /**
@@ -76,7 +80,7 @@ export class SessionFamily {
 
   /** Remember the parent an event names. Returns the session when the event is its creation. */
   learn(event: unknown): CreatedSession | undefined {
-    const found = parentFromEvent(event);
+    const found = sessionFromEvent(event);
     if (!found) return undefined;
     this.remember(found.sessionId, found.parentId);
     return found.created;

@@ -95,7 +95,7 @@ export class EventMonitor {
     const created = this.family.learn(event);
     if (created) {
       this.usage.born(created.sessionId);
-      if (parseAgentSessionTitle(created.title)) {
+      if (created.title !== undefined && parseAgentSessionTitle(created.title)) {
         this.index.expect(created.sessionId);
         this.holdForFirstTurn();
       }

@@ -1,7 +1,7 @@
-import { jsonRecord } from "../../json-record.ts";
 import type { TeamsOptions } from "../../options.ts";
 import type { AgentState, TeamConfig } from "../../state/schemas.ts";
 import type { TeamsContext } from "../context.ts";
+import { sessionFromEvent } from "../liveness/child-sessions.ts";
 import { findTeamAgentBySession, SessionIndex } from "./identity.ts";
 
 const TITLE_PREFIX = "teams::";
@@ -187,11 +187,8 @@ export function identitySystemTransform(
 ): { transform: SystemTransform; learn: (event: unknown) => void } {
   const resolver = new AgentIdentityResolver(ctx, titleOf);
   const learn = (event: unknown) => {
-    const record = jsonRecord(event);
-    if (record?.type !== "session.created") return;
-    const info = jsonRecord(jsonRecord(record.properties)?.info);
-    if (typeof info?.id === "string" && typeof info.title === "string")
-      resolver.learnTitle(info.id, info.title);
+    const created = sessionFromEvent(event)?.created;
+    if (created?.title !== undefined) resolver.learnTitle(created.sessionId, created.title);
   };
   const transform: SystemTransform = async (input, output) => {
     if (!input.sessionID) return;
