@@ -67,7 +67,7 @@ export interface UsageStats {
  */
 export class UsageCounter {
   readonly stats: UsageStats = { events: 0, writes: 0, coalesced: 0, carried: 0, recounts: 0 };
-  /** Sessions counted from the server in this process, each message at its latest value, with their sums. */
+  /** Sessions counted in this process (from the server, or from nothing when born here) and their sums. */
   private readonly sessions = new Map<string, SessionCount>();
   private readonly failedAt = new Map<string, number>();
   /** Sessions this process saw created since the last `forget` (see `born`); bounded, it starts over when full. */
