@@ -44,18 +44,29 @@ function encodeRecord(record: HeartbeatRecord): Encoded {
   return { line: `${checksum(body)} ${body}`, record: heartbeatRecord(checked) };
 }
 
-function slotBytes(line: string): Buffer {
+/**
+ * The one slot image every write fills: blank padding and a final newline, the record written over its start and
+ * blanked again once written. Writes are blocking calls, so no two share it; a fresh 16 KiB image per heartbeat was
+ * a sizeable share of a write's cost and of the garbage collector's work.
+ */
+const image = Buffer.alloc(SLOT_SIZE, 0x20);
+image[SLOT_SIZE - 1] = 0x0a;
+
+/** Run `use` with the slot image holding `line`; the image is blank again afterwards, whatever `use` does. */
+function withSlotImage<T>(line: string, use: (slot: Buffer) => T): T {
   const bytes = Buffer.byteLength(line);
   if (bytes >= SLOT_SIZE)
     throw new RangeError(`heartbeat record of ${bytes} bytes exceeds the ${SLOT_SIZE}-byte slot`);
-  const slot = Buffer.alloc(SLOT_SIZE, 0x20);
-  slot.write(line);
-  slot[SLOT_SIZE - 1] = 0x0a;
-  return slot;
+  image.write(line);
+  try {
+    return use(image);
+  } finally {
+    image.fill(0x20, 0, bytes);
+  }
 }
 
 export function encodeSlot(record: HeartbeatRecord): Buffer {
-  return slotBytes(encodeRecord(record).line);
+  return withSlotImage(encodeRecord(record).line, (slot) => Buffer.from(slot));
 }
 
 /**
@@ -193,13 +204,14 @@ function createSlot(file: string, slot: Buffer): void {
  */
 export function writeSlot(file: string, record: HeartbeatRecord): void {
   const encoded = encodeRecord(record);
-  const slot = slotBytes(encoded.line);
-  try {
-    // Opened without truncating: a reader never sees the slot shorter than whole.
-    writeFileSync(file, slot, { flag: "r+" });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-    createSlot(file, slot);
-  }
+  withSlotImage(encoded.line, (slot) => {
+    try {
+      // Opened without truncating: a reader never sees the slot shorter than whole.
+      writeFileSync(file, slot, { flag: "r+" });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      createSlot(file, slot);
+    }
+  });
   rememberLine(file, encoded);
 }

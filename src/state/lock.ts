@@ -64,16 +64,20 @@ async function tryAcquire(
 
 /**
  * Give back a lock taken with `owner`, and only that lock: one taken over meanwhile (its holder stalled past
- * `staleMs`) belongs to someone else now. A lock that is still fresh cannot be under takeover, so it goes at once;
- * an older one only under the takeover guard.
+ * `staleMs`) belongs to someone else now. A lock that is still fresh cannot be under takeover, so it goes at once,
+ * without an await (undefined returned); an older one only under the takeover guard.
  */
-async function release(lock: string, owner: string, timing: LockTiming): Promise<void> {
+function release(lock: string, owner: string, timing: LockTiming): Promise<void> | undefined {
   const seen = inspect(lock);
-  if (seen?.owner !== owner) return;
+  if (seen?.owner !== owner) return undefined;
   if (isOwnFresh(seen, owner, timing.staleMs)) {
     removeNow(lock);
-    return;
+    return undefined;
   }
+  return releaseUnderGuard(lock, owner, timing);
+}
+
+async function releaseUnderGuard(lock: string, owner: string, timing: LockTiming): Promise<void> {
   await retryUntil(
     async () => (await removeUnderGuard(lock, timing.staleMs, (now) => now.owner === owner)) !== "busy",
     timing.maxWaitMs,
@@ -111,15 +115,32 @@ async function refresh(lock: string, owner: string): Promise<void> {
   await lutimes(lock, now, now);
 }
 
-/** Take the lock on `file`; returns the function that releases it. */
-async function acquireFileLock(
+/** A held lock's release: a promise only when giving it back needs an await (see `release`). */
+type Release = () => Promise<void> | undefined;
+
+/**
+ * Take the lock on `file`; returns the function that releases it. A free lock (most are) is taken at once, without an
+ * await: heartbeats take one each, and every await is a hop through the microtask queue.
+ */
+function acquireFileLock(
   file: string,
   timing: Partial<LockTiming>,
   placement: LockPlacement,
-): Promise<() => Promise<void>> {
+): Release | Promise<Release> {
   const full = { ...DEFAULT_TIMING, ...timing };
   const lock = `${file}.lock`;
   const owner = newOwnerToken();
+  if (tryCreate(lock, owner, placement.createDir !== false)) return holdLock(lock, owner, full);
+  return acquireAfterWait(file, lock, owner, full, placement);
+}
+
+async function acquireAfterWait(
+  file: string,
+  lock: string,
+  owner: string,
+  full: LockTiming,
+  placement: LockPlacement,
+): Promise<Release> {
   await retryUntil(
     () => tryAcquire(lock, owner, full.staleMs, placement),
     full.maxWaitMs,
@@ -141,11 +162,14 @@ export async function tryFileLock(
   const lock = `${file}.lock`;
   const owner = newOwnerToken();
   if (!(await tryAcquire(lock, owner, full.staleMs, placement))) return undefined;
-  return holdLock(lock, owner, full);
+  const release = holdLock(lock, owner, full);
+  return async () => {
+    await release();
+  };
 }
 
 /** A lock just taken: refreshed while held, released by the function returned (or when the process exits). */
-function holdLock(lock: string, owner: string, full: LockTiming): () => Promise<void> {
+function holdLock(lock: string, owner: string, full: LockTiming): Release {
   installExitHook();
   held.set(lock, { owner, staleMs: full.staleMs });
   const refresher = setInterval(
@@ -155,10 +179,10 @@ function holdLock(lock: string, owner: string, full: LockTiming): () => Promise<
     Math.max(1, Math.floor(full.staleMs / 6)),
   );
   refresher.unref?.();
-  return async () => {
+  return () => {
     clearInterval(refresher);
     held.delete(lock);
-    await release(lock, owner, full);
+    return release(lock, owner, full);
   };
 }
 
@@ -175,10 +199,12 @@ export async function withFileLock<T>(
   timing: Partial<LockTiming> = {},
   placement: LockPlacement = {},
 ): Promise<T> {
-  const release = await acquireFileLock(file, timing, placement);
+  const taken = acquireFileLock(file, timing, placement);
+  const release = taken instanceof Promise ? await taken : taken;
   try {
     return await fn();
   } finally {
-    await release();
+    const releasing = release();
+    if (releasing) await releasing;
   }
 }
