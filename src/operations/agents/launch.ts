@@ -5,7 +5,6 @@ import type { TeamsContext } from "../context.ts";
 import { CallerError, errorText, fail, type OpResult } from "../result.ts";
 import { recountActiveSessions } from "../server/server-sessions.ts";
 import { agentSessionTitle } from "../team/identity-prompt.ts";
-import { capacityCheck } from "../usage/limits.ts";
 import { placeAgent } from "../worktrees/worktrees.ts";
 import { type AgentPane, agentPaneRef, closeAgentPane, paneOwner } from "./agent-pane.ts";
 import { allocateColor, releaseColor } from "./color-pool.ts";
@@ -94,8 +93,7 @@ async function bringUp(
   const { team } = spec;
   const agentId = spec.agentId ?? uuidv4();
   steps.mark("member");
-  const capacity = await capacityCheck(ctx, team.name);
-  const name = await reserveMember(ctx, team, agentId, spec.role, spec.name, capacity);
+  const name = await reserveMember(ctx, team, agentId, spec.role, spec.name);
   rollback.push("the team membership", () => removeMember(ctx, team.name, agentId));
 
   // The color needs only the agent's id: its locked write overlaps the worktree, the server's lookup and the
