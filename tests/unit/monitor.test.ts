@@ -478,18 +478,18 @@ describe("a session handed to a resumed agent", () => {
   });
 });
 
-describe("a session's next user message", () => {
+describe("a session's next prompt and model call", () => {
   const userMessage = (sessionID: string) => ({
     type: "message.updated",
     properties: { info: { id: "msg_u", sessionID, role: "user" } },
   });
 
   test("is seen from its event, whether it came before or during the wait; another session's is not", async () => {
-    const early = monitor.userMessages.watch("ses_a");
+    const early = monitor.messages.watch("ses_a", "prompt");
     monitor.handleEvent(userMessage("ses_a"));
     expect(await early.wait(10_000)).toBe(true);
 
-    const during = monitor.userMessages.watch("ses_b");
+    const during = monitor.messages.watch("ses_b", "prompt");
     const waiting = during.wait(60_000);
     monitor.handleEvent(userMessage("ses_other"));
     monitor.handleEvent(ev.messageUpdated("ses_b"));
@@ -497,11 +497,28 @@ describe("a session's next user message", () => {
     expect(await waiting).toBe(true);
   });
 
+  test("a model call under way is seen from its step-start part, not from the user message or another session's", async () => {
+    const stepStart = (sessionID: string) => ({
+      type: "message.part.updated",
+      properties: { part: { id: "prt_s", sessionID, messageID: "msg_a", type: "step-start" } },
+    });
+    const others = monitor.messages.watch("ses_f", "model-call");
+    monitor.handleEvent(userMessage("ses_f"));
+    monitor.handleEvent(stepStart("ses_other"));
+    monitor.handleEvent(ev.messageUpdated("ses_f"));
+    expect(await others.wait(50)).toBe(false);
+    const call = monitor.messages.watch("ses_e", "model-call");
+    const waiting = call.wait(60_000);
+    monitor.handleEvent(userMessage("ses_e"));
+    monitor.handleEvent(stepStart("ses_e"));
+    expect(await waiting).toBe(true);
+  });
+
   test("a wait with no such event ends false, and nothing is left watching", async () => {
-    const watch = monitor.userMessages.watch("ses_c");
+    const watch = monitor.messages.watch("ses_c", "prompt");
     monitor.handleEvent(ev.messageUpdated("ses_c"));
     expect(await watch.wait(100)).toBe(false);
-    const cancelled = monitor.userMessages.watch("ses_d");
+    const cancelled = monitor.messages.watch("ses_d", "prompt");
     cancelled.cancel();
     monitor.handleEvent(userMessage("ses_d"));
     expect(await cancelled.wait(0)).toBe(false);

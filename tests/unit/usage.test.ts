@@ -400,6 +400,44 @@ describe("maxAgents", () => {
     expect((await ctx.store.listAgentViews("alpha")).items).toHaveLength(3);
   });
 
+  test("a team with as many members as its limit, none running, still spawns: the agent files are read to count", async () => {
+    await ctx.store.updateTeam("alpha", (t) => (t ? { ...t, maxAgents: 1 } : t));
+    const first = await spawnHeadless(lead.call, "ses_lead");
+    const killed = await lead.call<{ success: boolean }>(
+      "kill-agent",
+      { teamName: "alpha", agentId: first.agentId },
+      "ses_lead",
+    );
+    expect(killed.success).toBe(true);
+    await spawnHeadless(lead.call, "ses_lead");
+    const refused = await lead.call<{ success: boolean; error?: string }>(
+      "spawn-agent",
+      { teamName: "alpha", prompt: "third", headless: true },
+      "ses_lead",
+    );
+    expect(refused.error).toMatch(
+      /^Team 'alpha' already runs 1 agent, the limit \(1, the team's maxAgents\): worker-2\./,
+    );
+  });
+
+  test("below its limit of members, a spawn reads no agent file on its way to the prompt", async () => {
+    await spawnHeadless(lead.call, "ses_lead");
+    let listings = 0;
+    let listingsAtPrompt: number | undefined;
+    const list = ctx.store.listAgentViews.bind(ctx.store);
+    ctx.store.listAgentViews = (...args) => {
+      listings++;
+      return list(...args);
+    };
+    const prompt = ctx.server.promptAsync.bind(ctx.server);
+    ctx.server.promptAsync = (...args) => {
+      listingsAtPrompt ??= listings;
+      return prompt(...args);
+    };
+    await spawnHeadless(lead.call, "ses_lead");
+    expect(listingsAtPrompt).toBe(0);
+  });
+
   test("parallel spawns cannot both take the last place", async () => {
     await ctx.store.updateTeam("alpha", (t) => (t ? { ...t, maxAgents: 1 } : t));
     const results = await Promise.all(

@@ -4,6 +4,7 @@ import type { TeamsContext } from "../context.ts";
 import { outcomeStatus } from "../history/history.ts";
 import { agentEnded, agentSpawned } from "../history/run-history.ts";
 import { CallerError } from "../result.ts";
+import { type CapacityCheck, capacityCheck, memberCapacity, UNCOUNTED } from "../usage/limits.ts";
 import type { AgentPane } from "./agent-pane.ts";
 import type { Launching, LaunchSpec } from "./launch-spec.ts";
 
@@ -56,16 +57,33 @@ export async function recordRun(ctx: TeamsContext, registered: AgentState): Prom
   return warnings;
 }
 
+/**
+ * Reserve the new member's name under the team's lock, unless the team already runs its `maxAgents` (refused with a
+ * CallerError). The agent files are read for the count only when the team has as many members as its limit.
+ */
 export async function reserveMember(
   ctx: TeamsContext,
   team: TeamConfig,
   agentId: string,
   role: "worker" | "reviewer",
   requestedName: string | undefined,
-  capacity: (current: TeamConfig) => string | undefined,
 ): Promise<string> {
+  const reserved = await reserveIf(ctx, team, agentId, role, requestedName, memberCapacity(ctx));
+  if (reserved !== UNCOUNTED) return reserved;
+  return reserveIf(ctx, team, agentId, role, requestedName, await capacityCheck(ctx, team.name));
+}
+
+/** The reservation if `capacity` allows it; UNCOUNTED (nothing written) when it cannot tell. */
+async function reserveIf<Verdict extends ReturnType<CapacityCheck>>(
+  ctx: TeamsContext,
+  team: TeamConfig,
+  agentId: string,
+  role: "worker" | "reviewer",
+  requestedName: string | undefined,
+  capacity: (current: TeamConfig) => Verdict,
+): Promise<string | Extract<Verdict, typeof UNCOUNTED>> {
   let name: string | undefined;
-  let full: string | undefined;
+  let verdict: Verdict | undefined;
   const joinedAt = isoNow(ctx.clock);
   // Blocking and not flushed: on the spawn's way to its prompt, the team's lock is held through no turn of the event
   // loop and nobody waits for the disk; the launch flushes the config once the prompt is sent, before it returns.
@@ -74,8 +92,8 @@ export async function reserveMember(
     (current) => {
       if (!current) return undefined;
       // Under the team's lock, so two spawns at once cannot both take the last place (maxAgents).
-      full = capacity(current);
-      if (full) return undefined;
+      verdict = capacity(current);
+      if (verdict !== undefined) return undefined;
       const taken = new Set(current.members.map((m) => m.name));
       name = requestedName;
       for (let n = 1; name === undefined; n++) if (!taken.has(`${role}-${n}`)) name = `${role}-${n}`;
@@ -83,7 +101,8 @@ export async function reserveMember(
     },
     { durable: false, blocking: true },
   );
-  if (full) throw new CallerError(full);
+  if (verdict === UNCOUNTED) return verdict as Extract<Verdict, typeof UNCOUNTED>;
+  if (typeof verdict === "string") throw new CallerError(verdict);
   if (name === undefined) throw new CallerError(`Team '${team.name}' does not exist`);
   return name;
 }

@@ -5,10 +5,10 @@ import type { TeamsContext } from "../context.ts";
 import { CallerError, errorText, fail, type OpResult } from "../result.ts";
 import { recountActiveSessions } from "../server/server-sessions.ts";
 import { agentSessionTitle } from "../team/identity-prompt.ts";
-import { capacityCheck } from "../usage/limits.ts";
 import { placeAgent } from "../worktrees/worktrees.ts";
 import { type AgentPane, agentPaneRef, closeAgentPane, paneOwner } from "./agent-pane.ts";
 import { allocateColor, releaseColor } from "./color-pool.ts";
+import { type FirstTurn, watchFirstTurn } from "./first-turn.ts";
 import { paneOpener } from "./launch-pane.ts";
 import { initialState, recordLaunch, recordRun, removeMember, reserveMember } from "./launch-records.ts";
 import type { Launching, LaunchSpec, SpawnAgentOutput } from "./launch-spec.ts";
@@ -31,20 +31,23 @@ export async function launchAgent(
   let recount: Promise<void> | undefined;
   try {
     const up = await bringUp(ctx, spec, steps, rollback);
-    // The pane opens once the server has accepted the prompt, while the spawn waits for it to land: the pane's tmux
-    // calls and its `opencode attach` boot overlap that wait instead of following it.
+    // The pane opens once the agent's first turn has begun (first-turn.ts): its tmux calls and its `opencode attach`
+    // boot overlap the rest of the launch instead of following it, and leave that turn the machine.
     paneOpening = paneOpener(ctx, spec, up, rollback);
     steps.progress("prompt", `Delivering the prompt to ${up.name}`);
-    const delivering = deliverFirstPrompt(ctx, spec, up, paneOpening.open, steps);
-    // Started once the prompt is on its way, so that none of it delays it: the server's session count (a spawning
-    // agent already counts as running), taken while the prompt lands rather than after the pane opens, when that
-    // pane's `opencode attach` boot competes for the CPU; and the flush to disk of the member's and the color's
-    // writes, made without one before the prompt (awaited below: the spawn returns once they are durable).
+    const firstTurn = watchFirstTurn(ctx, up.sessionId);
+    const delivered = await deliverFirstPrompt(ctx, spec, up, paneOpening.open, firstTurn, steps);
+    steps.mark("firstTurn");
+    if (delivered.delivery === "failed") firstTurn.cancel();
+    else await firstTurn.begun();
+    // Started once the agent's turn is under way, so that none of it delays it: the server's session count (a spawning
+    // agent already counts as running), taken before the pane opens, when that pane's `opencode attach` boot competes
+    // for the CPU; and the flush to disk of the member's and the color's writes, made without one before the prompt
+    // (awaited below: the spawn returns once they are durable).
     recount = recountSessions(ctx);
     const flushing = Promise.all([ctx.store.flushTeam(spec.team.name), ctx.store.colors.flush()]);
-    // Awaited below; handled now, as it may fail while the delivery still runs (an unhandled rejection stops the host).
+    // Awaited below; handled now, as it may fail while the pane opens (an unhandled rejection stops the host).
     flushing.catch(() => {});
-    const delivered = await delivering;
     if (!spec.headless) steps.progress("pane", `Opening a tmux pane for ${up.name}`);
     const pane = spec.headless ? undefined : await paneOpening.open();
     steps.mark("activate");
@@ -94,8 +97,7 @@ async function bringUp(
   const { team } = spec;
   const agentId = spec.agentId ?? uuidv4();
   steps.mark("member");
-  const capacity = await capacityCheck(ctx, team.name);
-  const name = await reserveMember(ctx, team, agentId, spec.role, spec.name, capacity);
+  const name = await reserveMember(ctx, team, agentId, spec.role, spec.name);
   rollback.push("the team membership", () => removeMember(ctx, team.name, agentId));
 
   // The color needs only the agent's id: its locked write overlaps the worktree, the server's lookup and the
@@ -165,6 +167,7 @@ function deliverFirstPrompt(
   spec: LaunchSpec,
   up: Launching,
   openPane: () => Promise<AgentPane>,
+  firstTurn: FirstTurn,
   steps: StepClock,
 ): Promise<DeliveryResult> {
   const text = typeof spec.message === "function" ? spec.message(up.agentId) : spec.message;
@@ -177,10 +180,13 @@ function deliverFirstPrompt(
     ...(spec.headless
       ? {}
       : {
-          // Started now, awaited by the launch: a failure to open is its error (caught here only so that it is
-          // not reported unhandled while the delivery still runs).
+          // Started once the turn began, awaited by the launch: a failure to open is its error (caught here only so
+          // that it is not reported unhandled while the delivery still runs).
           onAccepted: () => {
-            openPane().catch(() => {});
+            firstTurn
+              .begun()
+              .then(openPane)
+              .catch(() => {});
           },
           pane: async () => {
             const opened = await openPane();

@@ -2,7 +2,7 @@ import type { Clock } from "../../clock.ts";
 import type { ModelRef, OpencodeApi } from "../../edges/opencode-api.ts";
 import type { PaneRef } from "../../edges/tmux-api.ts";
 import type { TeamsContext } from "../context.ts";
-import { watchUserMessage } from "../liveness/background.ts";
+import { watchMessage } from "../liveness/background.ts";
 import { errorText } from "../result.ts";
 import { paneTimingOf } from "./agent-pane.ts";
 
@@ -100,7 +100,7 @@ async function viaSdk(
     if (attempt > 1 && (await landed(ctx.clock, api, sessionId, before, 0))) return { landed: true, before };
     if (Number.isFinite(before)) {
       // A new session's first user message can only be this prompt: its event proves it landed.
-      const watch = attempt === 1 && before === 0 ? watchUserMessage(ctx, sessionId) : undefined;
+      const watch = attempt === 1 && before === 0 ? watchMessage(ctx, sessionId, "prompt") : undefined;
       try {
         if (attempt === 1) options.onSending?.();
         await api.promptAsync(sessionId, text, options.model ? { model: options.model } : {});

@@ -1,9 +1,9 @@
 import type { OpencodeApi } from "../../edges/opencode-api.ts";
 import type { TeamsContext } from "../context.ts";
+import type { MessageWatch, Watched } from "./message-watch.ts";
 import { EventMonitor } from "./monitor.ts";
 import { StaleSweeper } from "./sweep.ts";
 import { enforceTimeouts } from "./timeouts.ts";
-import type { UserMessageWatch } from "./user-message-watch.ts";
 
 /**
  * The liveness loops: each waits by `ctx.clock` in the background, so none keeps the process alive. OpenCode loads
@@ -44,11 +44,15 @@ interface Running {
 const running = new Map<string, Running>();
 
 /**
- * A watch for a session's next user message by this process's monitor of `ctx`'s storage root, or undefined when none
- * runs here (`background: false`): the events then cannot tell, and the server is asked.
+ * A watch for a session's next prompt or model call by this process's monitor of `ctx`'s storage root, or undefined
+ * when none runs here (`background: false`): the events then cannot tell, and the server is asked.
  */
-export function watchUserMessage(ctx: TeamsContext, sessionId: string): UserMessageWatch | undefined {
-  return running.get(ctx.store.paths.root)?.monitor.userMessages.watch(sessionId);
+export function watchMessage(
+  ctx: TeamsContext,
+  sessionId: string,
+  watched: Watched,
+): MessageWatch | undefined {
+  return running.get(ctx.store.paths.root)?.monitor.messages.watch(sessionId, watched);
 }
 
 /** Whether liveness runs in this process for a storage root (tests). */

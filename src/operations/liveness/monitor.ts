@@ -13,10 +13,10 @@ import { type ApplyOutcome, applyDeleted, applySignal, desiredStatus } from "./a
 import { SessionFamily } from "./child-sessions.ts";
 import { isRunning } from "./heartbeat.ts";
 import { handOverInactive, type InactiveAgent } from "./inactive.ts";
+import { MessageWatches } from "./message-watch.ts";
 import { tellLeaderFailing } from "./model-failure.ts";
 import { resyncAgents } from "./resync.ts";
 import { classifyEvent, type Signal } from "./signals.ts";
-import { UserMessageWatches } from "./user-message-watch.ts";
 
 /** How long the queue waits after an agent's session is created (see EventMonitor.holdForFirstTurn). */
 const NEW_AGENT_HOLD_MS = 200;
@@ -76,7 +76,7 @@ export class EventMonitor {
   /** A hold for a new agent's first turn is queued or under way (see `holdForFirstTurn`). */
   private holding = false;
   /** Who waits for a session's next user message, told as its event arrives (a spawn's proof of its prompt). */
-  readonly userMessages: UserMessageWatches;
+  readonly messages: MessageWatches;
 
   constructor(
     private readonly ctx: TeamsContext,
@@ -85,13 +85,13 @@ export class EventMonitor {
     this.index = new SessionIndex(ctx, options.indexRebuildMs ?? 2_000);
     this.usage = new UsageCounter(ctx, this.index, (task) => this.enqueue(task));
     this.family = new SessionFamily(ctx);
-    this.userMessages = new UserMessageWatches(ctx.clock);
+    this.messages = new MessageWatches(ctx.clock);
   }
 
   /** Accept an event; never throws and never blocks the caller (the OpenCode bus). */
   handleEvent(event: unknown): void {
     this.stats.events++;
-    if (this.userMessages.watching) this.userMessages.note(event);
+    if (this.messages.watching) this.messages.note(event);
     const created = this.family.learn(event);
     if (created) {
       this.usage.born(created.sessionId);

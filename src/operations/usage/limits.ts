@@ -48,10 +48,35 @@ export async function teamBudgetRefusal(ctx: TeamsContext, team: TeamConfig): Pr
   return `Team '${team.name}' has spent ${formatSpend(spent)} of its budget of ${formatBudget(team.budget)}: nothing is left for another agent. Ask the user to raise it (opencode-teams usage ${team.name} --budget-usd <dollars> or --budget-tokens <n>), or finish the work yourself.`;
 }
 
+/** The check cannot tell without the team's agent files (see `memberCapacity`). */
+export const UNCOUNTED = Symbol("uncounted");
+
 /**
- * A check for the team's config under its lock, when a launch reserves the new member: refused while `max` agents
- * run. `running` is what the agent files said just before; members added since (launches in flight, which have no
- * file yet or were not read) count too, so two spawns racing for the last place cannot both take it.
+ * A check of the team's config under its lock, when a launch reserves the new member: undefined when there is room,
+ * else why the launch is refused, or UNCOUNTED when the agent files must be read to tell.
+ */
+export type CapacityCheck = (current: TeamConfig) => string | typeof UNCOUNTED | undefined;
+
+function agentLimit(ctx: TeamsContext, team: TeamConfig): number {
+  return team.maxAgents ?? ctx.options.maxAgents;
+}
+
+/**
+ * The check without reading an agent file: a team with fewer members than its limit (every agent reserved, running
+ * or ended, the leader aside) cannot be running that many. Most launches need no more, and their way to the prompt
+ * reads no agent file (those reads took 10-20 ms in a busy leader process); at the limit of members it is UNCOUNTED.
+ */
+export function memberCapacity(ctx: TeamsContext): CapacityCheck {
+  return (current) =>
+    current.members.filter((m) => m.role !== "leader").length < agentLimit(ctx, current)
+      ? undefined
+      : UNCOUNTED;
+}
+
+/**
+ * The full check: refused while `max` agents run. `running` is what the agent files said just before; members added
+ * since (launches in flight, which have no file yet or were not read) count too, so two spawns racing for the last
+ * place cannot both take it.
  */
 export async function capacityCheck(
   ctx: TeamsContext,
@@ -63,7 +88,7 @@ export async function capacityCheck(
     .map((view) => view.state)
     .filter((state) => state.role !== "leader" && isRunning(state.status));
   return (current) => {
-    const max = current.maxAgents ?? ctx.options.maxAgents;
+    const max = agentLimit(ctx, current);
     const inFlight = current.members.filter((m) => m.role !== "leader" && !known.has(m.agentId));
     const names = [...running.map((state) => state.name), ...inFlight.map((m) => `${m.name} (starting)`)];
     if (names.length < max) return undefined;
