@@ -74,7 +74,7 @@ export async function allocateColor(
 ): Promise<ColorChoice> {
   const now = isoNow(ctx.clock);
   let choice: ColorChoice | undefined;
-  // Not flushed: the launch flushes the pool once the prompt is sent, before it returns (see reserveMember).
+  // Not flushed: the launch flushes the pool once the agent's first turn began, before it returns (see reserveMember).
   const damage = await ctx.store.colors.update(
     async (current): Promise<ColorPool> => {
       const assignments = prune(current?.assignments ?? []);

@@ -86,7 +86,8 @@ async function reserveIf<Verdict extends ReturnType<CapacityCheck>>(
   let verdict: Verdict | undefined;
   const joinedAt = isoNow(ctx.clock);
   // Blocking and not flushed: on the spawn's way to its prompt, the team's lock is held through no turn of the event
-  // loop and nobody waits for the disk; the launch flushes the config once the prompt is sent, before it returns.
+  // loop and nobody waits for the disk; the launch flushes the config once the agent's first turn began, before it
+  // returns.
   await ctx.store.updateTeam(
     team.name,
     (current) => {
