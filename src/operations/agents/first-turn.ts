@@ -6,7 +6,7 @@ import { watchMessage } from "../liveness/background.ts";
  * call (its first step: 40-80 ms on a warm project server, measured). Longer, and the launch goes on: a cold or
  * failing server must not hold the leader.
  */
-export const FIRST_TURN_WAIT_MS = 250;
+const FIRST_TURN_WAIT_MS = 250;
 
 /** An agent's first turn reaching its model: its first step, as its event reaches this process. */
 export interface FirstTurn {
@@ -19,7 +19,7 @@ export interface FirstTurn {
  * Watch from before the prompt is sent, so the event cannot be missed. What a launch does once its prompt is in (the
  * flushes to disk, the session count, the history, the pane's `opencode attach` boot, and its return, after which the
  * leader's own turn goes on) ran beside the agent's first turn on its way to its model, on a machine of two cores,
- * and delayed it by 15-25 ms (measured); it waits for this instead.
+ * and delayed its first model request by 20-40 ms (measured); it waits for this instead.
  */
 export function watchFirstTurn(ctx: TeamsContext, sessionId: string): FirstTurn {
   const watch = watchMessage(ctx, sessionId, "model-call");

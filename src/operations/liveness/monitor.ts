@@ -75,7 +75,7 @@ export class EventMonitor {
   private pending = 0;
   /** A hold for a new agent's first turn is queued or under way (see `holdForFirstTurn`). */
   private holding = false;
-  /** Who waits for a session's next user message, told as its event arrives (a spawn's proof of its prompt). */
+  /** Who waits for a session's next prompt or model call, told as its event arrives (see message-watch.ts). */
   readonly messages: MessageWatches;
 
   constructor(
